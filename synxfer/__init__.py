@@ -1,0 +1,73 @@
+"""synxfer: fast, bounded, verifiable transfers between local disk and object stores."""
+
+from ._config import GiB, KiB, MiB, RetryPolicy, TransferConfig
+from ._exceptions import (
+    BackendError,
+    BucketNotFound,
+    ConfigError,
+    IntegrityError,
+    InvalidURL,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    SourceChangedError,
+    SynxferError,
+    TransferFailed,
+    TransientError,
+    UnknownScheme,
+    UnsafePathError,
+)
+from ._models import (
+    Action,
+    CompletedPart,
+    Event,
+    EventKind,
+    FileFailure,
+    ListPage,
+    MultipartUpload,
+    ObjectInfo,
+    ReadResult,
+    TransferResult,
+    WriteOptions,
+)
+from .backend import Backend, BackendOptions, Capabilities, Checksum
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "Backend",
+    "BackendError",
+    "BackendOptions",
+    "BucketNotFound",
+    "Capabilities",
+    "Checksum",
+    "CompletedPart",
+    "ConfigError",
+    "Event",
+    "EventKind",
+    "FileFailure",
+    "GiB",
+    "IntegrityError",
+    "InvalidURL",
+    "KiB",
+    "ListPage",
+    "MiB",
+    "MultipartUpload",
+    "NotFound",
+    "ObjectInfo",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "ReadResult",
+    "RetryPolicy",
+    "SourceChangedError",
+    "SynxferError",
+    "TransferConfig",
+    "TransferFailed",
+    "TransferResult",
+    "TransientError",
+    "UnknownScheme",
+    "UnsafePathError",
+    "WriteOptions",
+    "__version__",
+]

@@ -1,0 +1,111 @@
+"""Frozen configuration values with module-level defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from ._exceptions import ConfigError
+
+__all__ = ["GiB", "KiB", "MiB", "RetryPolicy", "TransferConfig", "default_max_threads"]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+DEFAULT_PART_SIZE = 8 * MiB
+DEFAULT_MULTIPART_THRESHOLD = 8 * MiB
+
+
+def default_max_threads() -> int:
+    """``os.cpu_count() + 4``, the default number of parts in flight."""
+    return (os.cpu_count() or 1) + 4
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How transient errors are retried: exponential backoff with full jitter.
+
+    A call is tried at most ``attempts`` times; the n-th wait is drawn from
+    ``[0, min(max_delay, initial_delay * 2**n)]``.
+    """
+
+    attempts: int = 6
+    initial_delay: float = 0.1
+    max_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError(f"RetryPolicy.attempts must be >= 1 (got {self.attempts})")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise ConfigError("RetryPolicy delays must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class TransferConfig:
+    """Every limit of a run, in one immutable value.
+
+    ``max_threads``
+        Part transfers (and other backend requests) in flight at once, across
+        all files. Default ``os.cpu_count() + 4``. Also the size of the worker
+        thread pool that reads, writes and hashes file data.
+    ``max_files``
+        Files in flight at once. Default ``2 * max_threads``. Each holds one
+        open file descriptor.
+    ``part_size``
+        Bytes per part for multipart uploads and ranged downloads (8 MiB). It
+        grows for a file that would otherwise need more parts than the
+        backend allows, and never goes below the backend's minimum.
+    ``multipart_threshold``
+        Files of at least this size are sent in parts; smaller files go in
+        one request (8 MiB).
+    ``memory_budget``
+        Bytes of file data held in memory at once, across all files. Default
+        ``max_threads * part_size``.
+    ``connect_timeout`` / ``read_timeout``
+        Seconds, passed to backends for their network calls.
+    """
+
+    max_threads: int = field(default_factory=default_max_threads)
+    max_files: int = 0
+    part_size: int = DEFAULT_PART_SIZE
+    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
+    memory_budget: int = 0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_threads < 1:
+            raise ConfigError(f"max_threads must be >= 1 (got {self.max_threads})")
+        if self.max_files < 0:
+            raise ConfigError(f"max_files must be >= 1 (got {self.max_files})")
+        if self.part_size < 1:
+            raise ConfigError(f"part_size must be >= 1 byte (got {self.part_size})")
+        if self.multipart_threshold < 1:
+            raise ConfigError(
+                f"multipart_threshold must be >= 1 byte (got {self.multipart_threshold})"
+            )
+        if self.memory_budget < 0:
+            raise ConfigError(f"memory_budget must be >= 0 (got {self.memory_budget})")
+        if self.connect_timeout <= 0 or self.read_timeout <= 0:
+            raise ConfigError("connect_timeout and read_timeout must be > 0 seconds")
+        # 0 means "derive from max_threads / part_size".
+        if self.max_files == 0:
+            object.__setattr__(self, "max_files", 2 * self.max_threads)
+        if self.memory_budget == 0:
+            object.__setattr__(self, "memory_budget", self.max_threads * self.part_size)
+
+    def evolve(self, **changes: object) -> TransferConfig:
+        """A copy with some fields changed; derived defaults are recomputed."""
+        derived = {}
+        if "max_threads" in changes or "part_size" in changes:
+            # Re-derive defaults that were derived, unless given explicitly.
+            if "max_files" not in changes and self.max_files == 2 * self.max_threads:
+                derived["max_files"] = 0
+            if (
+                "memory_budget" not in changes
+                and self.memory_budget == self.max_threads * self.part_size
+            ):
+                derived["memory_budget"] = 0
+        return replace(self, **{**derived, **changes})  # type: ignore[arg-type]

@@ -1,0 +1,182 @@
+"""Value objects that cross the public API and the backend SDK."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "Action",
+    "CompletedPart",
+    "Event",
+    "EventKind",
+    "FileFailure",
+    "ListPage",
+    "MultipartUpload",
+    "ObjectInfo",
+    "ReadResult",
+    "TransferResult",
+    "WriteOptions",
+]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a backend knows about one object.
+
+    ``key`` is relative to the backend's bucket. ``mtime`` is seconds since
+    the epoch of the object's last modification *on the backend* (S3's
+    LastModified); the source file's mtime, when synxfer stored it, is in
+    ``metadata["mtime"]`` (the key rclone uses, so both tools agree).
+    ``etag`` is the backend's opaque version tag, quotes stripped.
+    ``metadata`` is user metadata; listings may leave it empty.
+    """
+
+    key: str
+    size: int
+    mtime: float | None = None
+    etag: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    content_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """The bytes of one (ranged) read, and the object's info from that response.
+
+    ``info.size`` is the size of the whole object, not of ``data``.
+    """
+
+    data: bytes
+    info: ObjectInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a listing; ``cursor`` is ``None`` on the last page."""
+
+    items: Sequence[ObjectInfo]
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """Options for a new object (single put or multipart initiate)."""
+
+    metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    content_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MultipartUpload:
+    """A handle for an initiated multipart upload."""
+
+    key: str
+    upload_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedPart:
+    """A part the backend accepted: 1-based ``number``, its ETag and size."""
+
+    number: int
+    etag: str
+    size: int
+
+
+class Action(enum.Enum):
+    """What a run did (or, in a dry run, would do) with one file."""
+
+    UPLOAD = "upload"
+    DOWNLOAD = "download"
+    COPY = "copy"
+    DELETE = "delete"
+    SKIP = "skip"
+
+
+class EventKind(enum.Enum):
+    """Kinds of :class:`Event` passed to a client's ``on_event`` callback."""
+
+    STARTED = "started"  # a file began transferring
+    PROGRESS = "progress"  # ``nbytes`` more bytes of a file moved
+    DONE = "done"  # a file finished (or was deleted, or would be in a dry run)
+    SKIPPED = "skipped"  # a file was already up to date
+    FAILED = "failed"  # a file failed; ``error`` says why
+    RETRY = "retry"  # a backend call is being retried; ``error`` says why
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A progress notification. ``src``/``dst`` are URLs or local paths."""
+
+    kind: EventKind
+    action: Action
+    src: str
+    dst: str
+    size: int = 0
+    nbytes: int = 0
+    error: str | None = None
+    dryrun: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FileFailure:
+    """One file that could not be transferred (or deleted), and why."""
+
+    path: str
+    action: Action
+    error: str
+
+
+@dataclass(slots=True)
+class TransferResult:
+    """The outcome of a run: what moved, what was skipped, what failed.
+
+    ``bytes_transferred`` counts payload bytes of completed files.
+    ``throughput`` is bytes per second over ``elapsed``.
+    """
+
+    files_transferred: int = 0
+    bytes_transferred: int = 0
+    files_skipped: int = 0
+    bytes_skipped: int = 0
+    files_deleted: int = 0
+    failures: list[FileFailure] = field(default_factory=list)
+    retries: int = 0
+    elapsed: float = 0.0
+    dryrun: bool = False
+
+    @property
+    def files_failed(self) -> int:
+        return len(self.failures)
+
+    @property
+    def ok(self) -> bool:
+        """True when no file failed."""
+        return not self.failures
+
+    @property
+    def throughput(self) -> float:
+        return self.bytes_transferred / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready summary."""
+        return {
+            "files_transferred": self.files_transferred,
+            "bytes_transferred": self.bytes_transferred,
+            "files_skipped": self.files_skipped,
+            "bytes_skipped": self.bytes_skipped,
+            "files_deleted": self.files_deleted,
+            "files_failed": self.files_failed,
+            "failures": [
+                {"path": f.path, "action": f.action.value, "error": f.error} for f in self.failures
+            ],
+            "retries": self.retries,
+            "elapsed": round(self.elapsed, 6),
+            "throughput": round(self.throughput, 1),
+            "dryrun": self.dryrun,
+        }

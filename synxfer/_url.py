@@ -1,0 +1,70 @@
+"""Parsing of transfer locations: ``scheme://bucket/key`` or a local path."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._exceptions import InvalidURL
+
+__all__ = ["Location", "parse_location"]
+
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A parsed location. ``scheme`` is ``""`` for a local path."""
+
+    scheme: str
+    bucket: str
+    key: str
+    path: Path | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.path is not None
+
+    def __str__(self) -> str:
+        if self.path is not None:
+            return str(self.path)
+        return f"{self.scheme}://{self.bucket}/{self.key}"
+
+
+def parse_location(value: str | Path) -> Location:
+    """Parse a URL (``s3://bucket/key``) or a local path.
+
+    ``file://`` URLs are remote-style locations served by the ``file``
+    backend; plain paths are local files handled by the engine itself.
+    """
+    if isinstance(value, Path):
+        return Location("", "", "", value)
+    if not isinstance(value, str) or not value:
+        raise InvalidURL(
+            f"empty location {value!r}: give a local path or a URL like s3://bucket/key"
+        )
+    if "\x00" in value:
+        raise InvalidURL(f"location {value!r} contains a NUL character")
+    m = _SCHEME.match(value)
+    if m is None:
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:/[^/]", value):
+            raise InvalidURL(f"malformed URL {value!r}: expected scheme://bucket/key")
+        return Location("", "", "", Path(value))
+    scheme, rest = m.group(1).lower(), m.group(2)
+    bucket, _, key = rest.partition("/")
+    if scheme == "file":
+        # file:///abs/path -> bucket "/" root; file://dir/x is ambiguous, refuse.
+        if bucket:
+            raise InvalidURL(
+                f"malformed URL {value!r}: file URLs take an absolute path, like file:///data/dir"
+            )
+        return Location("file", "/", key, None)
+    if not bucket:
+        raise InvalidURL(f"malformed URL {value!r}: no bucket; expected {scheme}://bucket/key")
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,255}", bucket):
+        raise InvalidURL(
+            f"malformed URL {value!r}: bucket name {bucket!r} may contain only "
+            f"letters, digits, '.', '_' and '-'"
+        )
+    return Location(scheme, bucket, key, None)

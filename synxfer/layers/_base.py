@@ -1,0 +1,101 @@
+"""A layer wraps a backend and is itself a backend."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from .._models import (
+    CompletedPart,
+    ListPage,
+    MultipartUpload,
+    ObjectInfo,
+    ReadResult,
+    WriteOptions,
+)
+from ..backend import Backend, Capabilities, Checksum
+
+__all__ = ["Layer"]
+
+T = TypeVar("T")
+
+
+class Layer(Backend):
+    """Forwards every primitive to ``inner`` through :meth:`_call`.
+
+    A layer overrides ``_call`` to add behaviour around every operation
+    (``op`` names it, e.g. ``"upload_part"``), so no layer repeats the list
+    of primitives.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.scheme = inner.scheme  # type: ignore[misc]
+        self.bucket = inner.bucket
+        self.capabilities: Capabilities = inner.capabilities
+
+    def url(self, key: str = "") -> str:
+        return self.inner.url(key)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.inner!r}>"
+
+    async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        return await fn(*args)
+
+    async def open(self) -> None:
+        await self.inner.open()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def stat(self, key: str) -> ObjectInfo:
+        return await self._call("stat", self.inner.stat, key)
+
+    async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        return await self._call("list_page", self.inner.list_page, prefix, cursor)
+
+    async def read(
+        self,
+        key: str,
+        offset: int = 0,
+        length: int | None = None,
+        *,
+        if_match: str | None = None,
+    ) -> ReadResult:
+        async def read() -> ReadResult:
+            return await self.inner.read(key, offset, length, if_match=if_match)
+
+        return await self._call("read", read)
+
+    async def put(
+        self, key: str, data: bytes, options: WriteOptions, checksum: Checksum | None = None
+    ) -> ObjectInfo:
+        return await self._call("put", self.inner.put, key, data, options, checksum)
+
+    async def delete(self, key: str) -> None:
+        await self._call("delete", self.inner.delete, key)
+
+    async def delete_many(self, keys: Sequence[str]) -> Mapping[str, Exception]:
+        return await self._call("delete_many", self.inner.delete_many, keys)
+
+    async def copy(self, src_key: str, dst_key: str, options: WriteOptions) -> ObjectInfo:
+        return await self._call("copy", self.inner.copy, src_key, dst_key, options)
+
+    async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
+        return await self._call("create_multipart", self.inner.create_multipart, key, options)
+
+    async def upload_part(
+        self, upload: MultipartUpload, number: int, data: bytes, checksum: Checksum | None = None
+    ) -> CompletedPart:
+        return await self._call(
+            "upload_part", self.inner.upload_part, upload, number, data, checksum
+        )
+
+    async def complete_multipart(
+        self, upload: MultipartUpload, parts: Sequence[CompletedPart]
+    ) -> ObjectInfo:
+        return await self._call("complete_multipart", self.inner.complete_multipart, upload, parts)
+
+    async def abort_multipart(self, upload: MultipartUpload) -> None:
+        await self._call("abort_multipart", self.inner.abort_multipart, upload)
