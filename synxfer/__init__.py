@@ -1,5 +1,6 @@
 """synxfer: fast, bounded, verifiable transfers between local disk and object stores."""
 
+from ._blocking import copy, download_file, sync, sync_from, sync_to, upload_file
 from ._config import GiB, KiB, MiB, RetryPolicy, TransferConfig
 from ._exceptions import (
     BackendError,
@@ -31,6 +32,7 @@ from ._models import (
     WriteOptions,
 )
 from .backend import Backend, BackendOptions, Capabilities, Checksum
+from .client import Client
 
 __version__ = "0.1.0"
 
@@ -42,6 +44,7 @@ __all__ = [
     "BucketNotFound",
     "Capabilities",
     "Checksum",
+    "Client",
     "CompletedPart",
     "ConfigError",
     "Event",
@@ -70,4 +73,10 @@ __all__ = [
     "UnsafePathError",
     "WriteOptions",
     "__version__",
+    "copy",
+    "download_file",
+    "sync",
+    "sync_from",
+    "sync_to",
+    "upload_file",
 ]

@@ -1,0 +1,421 @@
+"""The Client: the public entry point for every transfer.
+
+A client owns one engine (and so every limit: parts, files, memory, threads)
+and one backend stack per bucket it touches, opened on first use and closed
+with the client. Operations that cannot start (a missing local directory, a
+missing bucket, a malformed URL) raise; once an operation runs, a file that
+fails is recorded in the :class:`~synxfer.TransferResult` and the rest go on.
+
+A client belongs to the event loop it is first used on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ._config import TransferConfig
+from ._exceptions import ConfigError
+from ._models import Event, ObjectInfo, TransferResult
+from ._url import Location, parse_location
+from .backend import Backend, BackendOptions
+from .engine.core import Engine, Job, Run
+from .engine.filters import Filters
+from .engine.plan import (
+    Compare,
+    DeleteRemoteJob,
+    DownloadJob,
+    UploadJob,
+    list_remote,
+    plan_download,
+    plan_upload,
+)
+from .layers import LimitLayer, RetryLayer
+from .registry import open_backend
+
+__all__ = ["Client"]
+
+PathLike = str | os.PathLike[str]
+FilterSpec = Sequence[tuple[str, str]]
+
+
+class Client:
+    """Transfers files between local disk and object stores.
+
+    ``config`` sets every limit (see :class:`~synxfer.TransferConfig`).
+    ``endpoint_url``, ``region`` and ``profile`` are passed to every backend
+    (as with aws-cli's options of the same names). ``on_event`` receives
+    progress :class:`~synxfer.Event` objects on the event loop; keep it quick.
+    Symlinks in local sources are skipped unless ``follow_symlinks``.
+    """
+
+    def __init__(
+        self,
+        config: TransferConfig | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        profile: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        follow_symlinks: bool = False,
+    ) -> None:
+        self.config = config or TransferConfig()
+        self.follow_symlinks = follow_symlinks
+        self._options = BackendOptions(
+            endpoint_url=endpoint_url,
+            region=region,
+            profile=profile,
+            max_connections=self.config.max_threads,
+            connect_timeout=self.config.connect_timeout,
+            read_timeout=self.config.read_timeout,
+        )
+        self._engine = Engine(self.config, on_event)
+        self._backends: dict[tuple[str, str], Backend] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"<Client max_threads={c.max_threads} max_files={c.max_files} part_size={c.part_size}>"
+        )
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every backend and the worker threads. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        backends, self._backends = list(self._backends.values()), {}
+        for backend in backends:
+            await backend.aclose()
+        self._engine.close()
+
+    async def backend(self, url: str) -> tuple[Backend, str]:
+        """The (layered, opened) backend serving ``url``, and the key in it."""
+        loc = self._remote(url)
+        return await self._backend(loc), loc.key
+
+    async def _backend(self, loc: Location) -> Backend:
+        if self._closed:
+            raise ConfigError("this Client is closed")
+        ident = (loc.scheme, loc.bucket)
+        async with self._lock:
+            backend = self._backends.get(ident)
+            if backend is None:
+                raw = open_backend(loc.scheme, loc.bucket, self._options)
+                backend = RetryLayer(
+                    LimitLayer(raw, self._engine.requests),
+                    self.config.retry,
+                    self._engine.on_retry,
+                )
+                await backend.open()
+                self._backends[ident] = backend
+        return backend
+
+    @staticmethod
+    def _remote(url: str) -> Location:
+        loc = parse_location(url)
+        if loc.is_local:
+            raise ConfigError(f"{url!r} is a local path; expected a URL like s3://bucket/key")
+        return loc
+
+    # -- single files --------------------------------------------------------
+
+    async def upload_file(
+        self, path: PathLike, url: str, *, dryrun: bool = False
+    ) -> TransferResult:
+        """Upload one local file. A URL ending in ``/`` gets the file's name."""
+        src = _existing_file(Path(path))
+        loc = self._remote(url)
+        key = loc.key + src.name if not loc.key or loc.key.endswith("/") else loc.key
+        backend = await self._backend(loc)
+        job = UploadJob(src, backend, key, src.stat().st_size)
+        return await self._execute([job], dryrun)
+
+    async def download_file(
+        self, url: str, path: PathLike, *, dryrun: bool = False
+    ) -> TransferResult:
+        """Download one object. An existing directory (or a path ending in
+        ``/``) as ``path`` receives the object under its own name."""
+        loc = self._remote(url)
+        if not loc.key or loc.key.endswith("/"):
+            raise ConfigError(f"{url!r} names no object; give the full key, or use sync")
+        backend = await self._backend(loc)
+        info = await backend.stat(loc.key)
+        dest = Path(path)
+        if dest.is_dir() or str(path).endswith(("/", os.sep)):
+            dest = dest / posixpath.basename(loc.key)
+        job = DownloadJob(backend, loc.key, dest, info.size, etag=info.etag)
+        return await self._execute([job], dryrun)
+
+    # -- trees ---------------------------------------------------------------
+
+    async def sync_to(
+        self,
+        local: PathLike,
+        url: str,
+        *,
+        delete: bool = False,
+        filters: FilterSpec = (),
+        exclude: Sequence[str] = (),
+        include: Sequence[str] = (),
+        dryrun: bool = False,
+        size_only: bool = False,
+        exact_timestamps: bool = False,
+        checksum: bool = False,
+    ) -> TransferResult:
+        """Make ``url`` (a prefix, treated as a directory) like the local directory.
+
+        Files are copied when missing or different (see ``synxfer.engine.plan``
+        for the rules); with ``delete``, objects the source lacks are removed.
+        ``filters`` is an ordered list of ``("exclude"|"include", glob)``;
+        ``exclude``/``include`` are appended to it in that order. The last
+        matching filter decides, as in aws-cli.
+        """
+        root = _existing_dir(Path(local))
+        loc = self._remote(url)
+        backend = await self._backend(loc)
+        run = Run(dryrun)
+        jobs = await plan_upload(
+            self._engine,
+            run,
+            root,
+            backend,
+            _as_prefix(loc.key),
+            filters=Filters.build(filters, exclude, include),
+            mode=_compare(size_only, exact_timestamps, checksum),
+            delete=delete,
+            follow_symlinks=self.follow_symlinks,
+        )
+        await self._engine.execute(jobs, run)
+        return run.finish()
+
+    async def sync_from(
+        self,
+        url: str,
+        local: PathLike,
+        *,
+        delete: bool = False,
+        filters: FilterSpec = (),
+        exclude: Sequence[str] = (),
+        include: Sequence[str] = (),
+        dryrun: bool = False,
+        size_only: bool = False,
+        exact_timestamps: bool = False,
+        checksum: bool = False,
+    ) -> TransferResult:
+        """Make the local directory like ``url``; the mirror of :meth:`sync_to`.
+
+        Object keys that would land outside ``local`` (``..``, absolute
+        names) are refused and reported as failures; nothing is written for
+        them.
+        """
+        loc = self._remote(url)
+        root = _dest_dir(Path(local))
+        backend = await self._backend(loc)
+        run = Run(dryrun)
+        jobs = await plan_download(
+            self._engine,
+            run,
+            backend,
+            _as_prefix(loc.key),
+            root,
+            filters=Filters.build(filters, exclude, include),
+            mode=_compare(size_only, exact_timestamps, checksum),
+            delete=delete,
+            follow_symlinks=self.follow_symlinks,
+        )
+        await self._engine.execute(jobs, run)
+        return run.finish()
+
+    async def sync(self, src: PathLike, dst: PathLike, **options: Any) -> TransferResult:
+        """:meth:`sync_to` or :meth:`sync_from`, whichever side is local.
+
+        Takes the same keyword arguments as :meth:`sync_to`.
+        """
+        s, d = parse_location(_str(src)), parse_location(_str(dst))
+        if s.is_local and not d.is_local:
+            return await self.sync_to(_str(src), _str(dst), **options)
+        if d.is_local and not s.is_local:
+            return await self.sync_from(_str(src), _str(dst), **options)
+        raise _local_remote_error(s, d)
+
+    async def copy(
+        self,
+        src: PathLike,
+        dst: PathLike,
+        *,
+        recursive: bool = False,
+        filters: FilterSpec = (),
+        dryrun: bool = False,
+    ) -> TransferResult:
+        """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``."""
+        s, d = parse_location(_str(src)), parse_location(_str(dst))
+        if not recursive:
+            if s.is_local and not d.is_local:
+                return await self.upload_file(_str(src), _str(dst), dryrun=dryrun)
+            if d.is_local and not s.is_local:
+                return await self.download_file(_str(src), _str(dst), dryrun=dryrun)
+            raise _local_remote_error(s, d)
+        run = Run(dryrun)
+        flt = Filters(filters)
+        if s.is_local and not d.is_local:
+            backend = await self._backend(d)
+            jobs = await plan_upload(
+                self._engine,
+                run,
+                _existing_dir(Path(_str(src))),
+                backend,
+                _as_prefix(d.key),
+                filters=flt,
+                mode=Compare.ALWAYS,
+                delete=False,
+                follow_symlinks=self.follow_symlinks,
+            )
+        elif d.is_local and not s.is_local:
+            backend = await self._backend(s)
+            jobs = await plan_download(
+                self._engine,
+                run,
+                backend,
+                _as_prefix(s.key),
+                _dest_dir(Path(_str(dst))),
+                filters=flt,
+                mode=Compare.ALWAYS,
+                delete=False,
+                follow_symlinks=self.follow_symlinks,
+            )
+        else:
+            raise _local_remote_error(s, d)
+        await self._engine.execute(jobs, run)
+        return run.finish()
+
+    async def ls(self, url: str, *, recursive: bool = False) -> AsyncIterator[ObjectInfo | str]:
+        """Objects under ``url``; without ``recursive``, one level only.
+
+        Without ``recursive``, deeper objects are folded into their first
+        "directory", yielded once as a string ending in ``/`` (aws-cli's
+        ``PRE``). Keys are full keys.
+        """
+        loc = self._remote(url)
+        backend = await self._backend(loc)
+        base = loc.key[: loc.key.rfind("/") + 1]
+        last_dir = None
+        async for info in backend.list(loc.key):
+            if recursive:
+                yield info
+                continue
+            rest = info.key[len(base) :]
+            if "/" in rest:
+                directory = base + rest.split("/", 1)[0] + "/"
+                if directory != last_dir:
+                    last_dir = directory
+                    yield directory
+            else:
+                yield info
+
+    async def rm(
+        self,
+        url: str,
+        *,
+        recursive: bool = False,
+        filters: FilterSpec = (),
+        dryrun: bool = False,
+    ) -> TransferResult:
+        """Delete an object, or (``recursive``) everything under a prefix."""
+        loc = self._remote(url)
+        backend = await self._backend(loc)
+        if not recursive:
+            if not loc.key or loc.key.endswith("/"):
+                raise ConfigError(f"{url!r} names no object; use --recursive to delete a prefix")
+            return await self._execute([DeleteRemoteJob(backend, [loc.key])], dryrun)
+        prefix = _as_prefix(loc.key)
+        flt = Filters(filters)
+        keys = [
+            i.key for rel, i in (await list_remote(backend, prefix)).items() if flt.included(rel)
+        ]
+        batches: list[Job] = [
+            DeleteRemoteJob(backend, keys[i : i + 1000]) for i in range(0, len(keys), 1000)
+        ]
+        return await self._execute(batches, dryrun)
+
+    async def _execute(self, jobs: Sequence[Job], dryrun: bool) -> TransferResult:
+        run = Run(dryrun)
+        await self._engine.execute(jobs, run)
+        return run.finish()
+
+
+# -- helpers ---------------------------------------------------------------------
+
+
+def _str(value: PathLike) -> str:
+    return os.fspath(value)
+
+
+def _as_prefix(key: str) -> str:
+    return key if not key or key.endswith("/") else key + "/"
+
+
+def _compare(size_only: bool, exact_timestamps: bool, checksum: bool) -> Compare:
+    chosen = [
+        m
+        for m, on in (
+            (Compare.SIZE_ONLY, size_only),
+            (Compare.EXACT_TIMESTAMPS, exact_timestamps),
+            (Compare.CHECKSUM, checksum),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        names = " and ".join(f"--{m.value}" for m in chosen)
+        raise ConfigError(f"{names} cannot be combined; choose one way to compare")
+    return chosen[0] if chosen else Compare.DEFAULT
+
+
+def _existing_file(path: Path) -> Path:
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file")
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; use sync or copy --recursive")
+    return path
+
+
+def _existing_dir(path: Path) -> Path:
+    if not path.exists():
+        raise ConfigError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise ConfigError(f"{path} is a file, not a directory; use cp to copy one file")
+    return path
+
+
+def _dest_dir(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path} exists and is not a directory")
+    return path
+
+
+def _local_remote_error(s: Location, d: Location) -> ConfigError:
+    if s.is_local and d.is_local:
+        return ConfigError(f"{s} and {d} are both local paths; one side must be a URL")
+    return ConfigError(
+        f"copying from {s} to {d}: remote-to-remote transfers are not supported yet; "
+        f"one side must be a local path"
+    )

@@ -1,0 +1,3 @@
+from .core import Engine, Job, Run
+
+__all__ = ["Engine", "Job", "Run"]

@@ -1,0 +1,173 @@
+"""The scheduler: one per client, owning every limit of every run.
+
+Limits, all shared by every file and every run of a client:
+
+* ``files``    -- files in flight (``max_files``); a file's task is created
+                  only after it gets a slot, so a plan of a million files
+                  never becomes a million tasks.
+* ``requests`` -- backend requests in flight (``max_threads``), enforced by
+                  the LimitLayer in every backend stack.
+* ``budget``   -- bytes of file data in memory (``memory_budget``); a part's
+                  task is created only after its bytes are reserved, so the
+                  number of part tasks is bounded too.
+* ``executor`` -- ``max_threads`` worker threads for file I/O and hashing;
+                  the event loop never reads, writes or hashes file data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .._config import TransferConfig
+from .._exceptions import SynxferError
+from .._models import Action, Event, EventKind, FileFailure, TransferResult
+from .budget import ByteBudget
+
+__all__ = ["Engine", "Job", "Run", "describe_error"]
+
+log = logging.getLogger("synxfer")
+
+EventHook = Callable[[Event], None]
+
+
+@dataclass
+class Run:
+    """One operation (a sync, a copy, an rm): its result and options."""
+
+    dryrun: bool = False
+    result: TransferResult = field(default_factory=TransferResult)
+    started: float = field(default_factory=time.monotonic)
+
+    def finish(self) -> TransferResult:
+        self.result.elapsed = time.monotonic() - self.started
+        self.result.dryrun = self.dryrun
+        return self.result
+
+
+class Job(Protocol):
+    """One file's worth of work. ``run`` raises to fail just this file."""
+
+    action: Action
+    src: str
+    dst: str
+    size: int
+
+    async def run(self, engine: Engine, run: Run) -> None: ...
+
+
+_current: contextvars.ContextVar[tuple[Run, Job] | None] = contextvars.ContextVar(
+    "synxfer_current_job", default=None
+)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line, user-facing description of why a file failed."""
+    if isinstance(exc, BaseExceptionGroup):
+        # A part failed and cancelled its siblings: report the first real cause.
+        leaves = [e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)]
+        return describe_error(leaves[0]) if leaves else "cancelled"
+    if isinstance(exc, SynxferError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
+
+
+class Engine:
+    """Runs jobs under the client's shared limits and reports through events."""
+
+    def __init__(self, config: TransferConfig, on_event: EventHook | None = None) -> None:
+        self.config = config
+        self.on_event = on_event
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=config.max_threads, thread_name_prefix="synxfer-io"
+        )
+        self.requests = asyncio.Semaphore(config.max_threads)
+        self.files = asyncio.Semaphore(config.max_files)
+        self.budget = ByteBudget(config.memory_budget)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    # -- running -------------------------------------------------------------
+
+    async def execute(self, jobs: Iterable[Job], run: Run) -> None:
+        """Run every job, at most ``max_files`` at once; failures are recorded."""
+        async with asyncio.TaskGroup() as tg:
+            for job in jobs:
+                await self.files.acquire()
+                tg.create_task(self._run_job(job, run))
+
+    async def _run_job(self, job: Job, run: Run) -> None:
+        _current.set((run, job))
+        try:
+            await job.run(self, run)
+        except Exception as exc:
+            log.debug("%s %s -> %s failed", job.action.value, job.src, job.dst, exc_info=True)
+            self.failed(run, job, exc)
+        finally:
+            self.files.release()
+
+    # -- accounting and events -----------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _event(self, kind: EventKind, job: Job, run: Run, **kw: object) -> None:
+        self.emit(
+            Event(kind, job.action, job.src, job.dst, size=job.size, dryrun=run.dryrun, **kw)  # type: ignore[arg-type]
+        )
+
+    def started(self, run: Run, job: Job) -> None:
+        self._event(EventKind.STARTED, job, run)
+
+    def progress(self, nbytes: int) -> None:
+        current = _current.get()
+        if current is not None:
+            run, job = current
+            self._event(EventKind.PROGRESS, job, run, nbytes=nbytes)
+
+    def done(self, run: Run, job: Job, nbytes: int | None = None) -> None:
+        r = run.result
+        if job.action is Action.DELETE:
+            r.files_deleted += 1
+        else:
+            r.files_transferred += 1
+            r.bytes_transferred += job.size if nbytes is None else nbytes
+        self._event(EventKind.DONE, job, run)
+
+    def skipped(self, run: Run, job: Job, reason: str | None = None) -> None:
+        run.result.files_skipped += 1
+        run.result.bytes_skipped += job.size
+        self._event(EventKind.SKIPPED, job, run, error=reason)
+
+    def failed(self, run: Run, job: Job, exc: BaseException | str) -> None:
+        msg = exc if isinstance(exc, str) else describe_error(exc)
+        path = job.src if job.action is not Action.DELETE else job.dst
+        run.result.failures.append(FileFailure(path, job.action, msg))
+        self._event(EventKind.FAILED, job, run, error=msg)
+
+    def on_retry(self, op: str, attempt: int, exc: BaseException) -> None:
+        """RetryLayer hook: counts retries against the run and file being served."""
+        current = _current.get()
+        if current is None:
+            return
+        run, job = current
+        run.result.retries += 1
+        self._event(EventKind.RETRY, job, run, error=f"{op} attempt {attempt}: {exc}")

@@ -1,0 +1,140 @@
+"""Local files: positional reads and writes in worker threads, fd-safe.
+
+Every blocking call runs on the client's thread pool. A :class:`LocalFile`
+tracks the thread-pool calls still using its descriptor and waits for them
+before closing, so a cancelled transfer can never close a descriptor that a
+worker thread is still reading -- and that the OS might already have handed
+to another file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import hashlib
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from ..backend import Checksum, ChecksumAlgorithm
+from .parts import checksum_of
+
+__all__ = ["TEMP_SUFFIX", "Identity", "LocalFile", "temp_path_for"]
+
+T = TypeVar("T")
+
+#: Suffix of in-progress download files; walks never list them as sources.
+TEMP_SUFFIX = ".synxfer-part"
+
+
+def temp_path_for(dest: Path) -> Path:
+    """A hidden, unique temp name beside ``dest``: ``.name.<hex>.synxfer-part``."""
+    return dest.with_name(f".{dest.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+Identity = tuple[int, int, int, int]  # (st_dev, st_ino, st_size, st_mtime_ns)
+
+
+def identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class LocalFile:
+    """An open descriptor plus the executor that does its blocking I/O."""
+
+    def __init__(self, fd: int, path: Path, executor: concurrent.futures.Executor) -> None:
+        self.fd = fd
+        self.path = path
+        self._executor = executor
+        self._pending: set[concurrent.futures.Future[object]] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: Path, flags: int, executor: concurrent.futures.Executor, mode: int = 0o666
+    ) -> LocalFile:
+        loop = asyncio.get_running_loop()
+        fd = await loop.run_in_executor(executor, os.open, path, flags | os.O_CLOEXEC, mode)
+        return cls(fd, path, executor)
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        if self._closed:
+            raise ValueError(f"{self.path}: file already closed")
+        cfut = self._executor.submit(fn, *args)
+        self._pending.add(cfut)  # type: ignore[arg-type]
+        cfut.add_done_callback(self._pending.discard)
+        return await asyncio.wrap_future(cfut)
+
+    # -- reads ---------------------------------------------------------------
+
+    async def read(
+        self, offset: int, length: int, algorithm: ChecksumAlgorithm | None
+    ) -> tuple[bytes, Checksum | None]:
+        """Read ``length`` bytes at ``offset`` and checksum them, in one thread hop."""
+        return await self._run(_pread_and_sum, self.fd, offset, length, algorithm)
+
+    async def fstat(self) -> os.stat_result:
+        return await self._run(os.fstat, self.fd)
+
+    # -- writes --------------------------------------------------------------
+
+    async def write(self, offset: int, data: bytes, md5: bool) -> bytes | None:
+        """Write ``data`` at ``offset``; return its md5 digest if asked."""
+        return await self._run(_pwrite_and_md5, self.fd, offset, data, md5)
+
+    async def allocate(self, size: int) -> None:
+        """Reserve ``size`` bytes now, so a full disk fails before any transfer."""
+        if size > 0:
+            await self._run(_allocate, self.fd, size)
+
+    async def finish(self, mtime_ns: int | None) -> None:
+        """Set the modification time (atime is left as now)."""
+        if mtime_ns is not None:
+            await self._run(_set_mtime, self.fd, mtime_ns)
+
+    # -- close ---------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for this file's outstanding thread calls, then close. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        pending = list(self._pending)
+        if pending:
+            await asyncio.shield(asyncio.wait([asyncio.wrap_future(f) for f in pending]))
+        os.close(self.fd)
+
+
+def _pread_and_sum(
+    fd: int, offset: int, length: int, algorithm: ChecksumAlgorithm | None
+) -> tuple[bytes, Checksum | None]:
+    data = os.pread(fd, length, offset)
+    # A short read means the file shrank; the caller reports it.
+    return data, checksum_of(algorithm, data)
+
+
+def _pwrite_and_md5(fd: int, offset: int, data: bytes, md5: bool) -> bytes | None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+    return hashlib.md5(data, usedforsecurity=False).digest() if md5 else None
+
+
+def _allocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            os.ftruncate(fd, size)  # the filesystem cannot preallocate
+        else:
+            raise
+
+
+def _set_mtime(fd: int, mtime_ns: int) -> None:
+    st = os.fstat(fd)
+    os.utime(fd, ns=(st.st_atime_ns, mtime_ns))

@@ -1,0 +1,130 @@
+"""Walking a local tree, and mapping object keys safely onto local paths."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._exceptions import UnsafePathError
+from .localfile import TEMP_SUFFIX
+
+__all__ = ["LocalEntry", "WalkProblem", "safe_join", "walk"]
+
+#: The longest file name most local filesystems accept, in bytes.
+_NAME_MAX = 255
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEntry:
+    """A regular file found by :func:`walk`; ``rel`` uses ``/`` separators."""
+
+    rel: str
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class WalkProblem:
+    """Something under the root that cannot be a source, and why."""
+
+    path: Path
+    reason: str
+    skipped: bool = False  # True: deliberately left out (symlink); False: an error
+
+
+def walk(root: Path, *, follow_symlinks: bool = False) -> Iterator[LocalEntry | WalkProblem]:
+    """Regular files under ``root`` in sorted order (blocking: run in a thread).
+
+    Symlinks are reported as skipped unless ``follow_symlinks``; followed
+    directory links that loop back are detected by (device, inode). Special
+    files, unreadable directories and names that are not valid UTF-8 are
+    reported as problems; synxfer's own temp files are ignored.
+    """
+    seen: set[tuple[int, int]] = set()
+    try:
+        st = root.stat()
+    except OSError as exc:
+        yield WalkProblem(root, exc.strerror or str(exc))
+        return
+    seen.add((st.st_dev, st.st_ino))
+    yield from _walk_dir(root, "", follow_symlinks, seen)
+
+
+def _walk_dir(
+    directory: Path, prefix: str, follow: bool, seen: set[tuple[int, int]]
+) -> Iterator[LocalEntry | WalkProblem]:
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        yield WalkProblem(directory, f"cannot list directory: {exc.strerror or exc}")
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        name = entry.name
+        if name.endswith(TEMP_SUFFIX):
+            continue
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            yield WalkProblem(path, "file name is not valid UTF-8; rename it to transfer it")
+            continue
+        rel = f"{prefix}{name}"
+        try:
+            is_link = entry.is_symlink()
+            if is_link and not follow:
+                yield WalkProblem(path, "symlink not followed (use --follow-symlinks)", True)
+                continue
+            st = entry.stat(follow_symlinks=True)
+        except OSError as exc:
+            yield WalkProblem(path, exc.strerror or str(exc))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in seen:
+                yield WalkProblem(path, "symlink loop: directory already visited", True)
+                continue
+            seen.add(key)
+            yield from _walk_dir(path, f"{rel}/", follow, seen)
+        elif stat.S_ISREG(st.st_mode):
+            yield LocalEntry(rel, path, st.st_size, st.st_mtime_ns)
+        else:
+            yield WalkProblem(path, "not a regular file (device, socket or pipe)", True)
+
+
+def safe_join(root: Path, rel: str) -> Path:
+    """``root / rel`` for an object key ``rel``, refusing anything unsafe.
+
+    Refused: NUL bytes, absolute keys, empty, ``.`` or ``..`` segments,
+    segments too long for local filesystems, and any path that resolves
+    outside ``root`` (e.g. through a symlinked directory inside it).
+    """
+    if "\x00" in rel:
+        raise UnsafePathError(f"object key {rel!r} contains a NUL byte; refusing to write it")
+    if rel.startswith(("/", "\\")):
+        raise UnsafePathError(f"object key {rel!r} is an absolute path; refusing to write it")
+    parts = rel.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise UnsafePathError(
+                f"object key {rel!r} has a {part or 'empty'!r} path segment that would "
+                f"escape or confuse the destination; refusing to write it"
+            )
+        if len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX:
+            raise UnsafePathError(
+                f"object key {rel!r} has a name longer than {_NAME_MAX} bytes, "
+                f"which local filesystems refuse"
+            )
+    target = root.joinpath(*parts)
+    real_root = os.path.realpath(root)
+    real_parent = os.path.realpath(target.parent)
+    if os.path.commonpath([real_root, real_parent]) != real_root:
+        raise UnsafePathError(
+            f"object key {rel!r} would be written outside {root} "
+            f"(through {target.parent}); refusing to write it"
+        )
+    return target
