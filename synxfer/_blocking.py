@@ -18,7 +18,7 @@ from .client import Client, PathLike
 __all__ = ["copy", "download_file", "sync", "sync_from", "sync_to", "upload_file"]
 
 _CLIENT_KEYS = frozenset(
-    {"config", "endpoint_url", "region", "profile", "on_event", "follow_symlinks"}
+    {"config", "endpoint_url", "region", "profile", "on_event", "follow_symlinks", "layers"}
 )
 
 

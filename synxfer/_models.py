@@ -163,6 +163,14 @@ class TransferResult:
     def throughput(self) -> float:
         return self.bytes_transferred / self.elapsed if self.elapsed > 0 else 0.0
 
+    def raise_for_failures(self) -> TransferResult:
+        """Raise :class:`~synxfer.TransferFailed` if any file failed; else return self."""
+        if self.failures:
+            from ._exceptions import TransferFailed
+
+            raise TransferFailed(self)
+        return self
+
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready summary."""
         return {

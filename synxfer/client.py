@@ -52,6 +52,9 @@ class Client:
     (as with aws-cli's options of the same names). ``on_event`` receives
     progress :class:`~synxfer.Event` objects on the event loop; keep it quick.
     Symlinks in local sources are skipped unless ``follow_symlinks``.
+    ``layers`` wrap every backend the client opens, innermost first, inside
+    the client's own retry and concurrency layers (so a fault-injecting
+    layer's errors are retried like real ones).
     """
 
     def __init__(
@@ -63,8 +66,10 @@ class Client:
         profile: str | None = None,
         on_event: Callable[[Event], None] | None = None,
         follow_symlinks: bool = False,
+        layers: Sequence[Callable[[Backend], Backend]] = (),
     ) -> None:
         self.config = config or TransferConfig()
+        self._layers = tuple(layers)
         self.follow_symlinks = follow_symlinks
         self._options = BackendOptions(
             endpoint_url=endpoint_url,
@@ -120,9 +125,11 @@ class Client:
         async with self._lock:
             backend = self._backends.get(ident)
             if backend is None:
-                raw = open_backend(loc.scheme, loc.bucket, self._options)
+                inner = open_backend(loc.scheme, loc.bucket, self._options)
+                for layer in self._layers:
+                    inner = layer(inner)
                 backend = RetryLayer(
-                    LimitLayer(raw, self._engine.requests),
+                    LimitLayer(inner, self._engine.requests),
                     self.config.retry,
                     self._engine.on_retry,
                 )

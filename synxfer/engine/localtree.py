@@ -39,23 +39,22 @@ class WalkProblem:
 def walk(root: Path, *, follow_symlinks: bool = False) -> Iterator[LocalEntry | WalkProblem]:
     """Regular files under ``root`` in sorted order (blocking: run in a thread).
 
-    Symlinks are reported as skipped unless ``follow_symlinks``; followed
-    directory links that loop back are detected by (device, inode). Special
+    Symlinks are reported as skipped unless ``follow_symlinks``; a followed
+    link to one of its own ancestors (a loop) is detected by (device, inode)
+    and skipped. A directory reachable by two paths is listed under both. Special
     files, unreadable directories and names that are not valid UTF-8 are
     reported as problems; synxfer's own temp files are ignored.
     """
-    seen: set[tuple[int, int]] = set()
     try:
         st = root.stat()
     except OSError as exc:
         yield WalkProblem(root, exc.strerror or str(exc))
         return
-    seen.add((st.st_dev, st.st_ino))
-    yield from _walk_dir(root, "", follow_symlinks, seen)
+    yield from _walk_dir(root, "", follow_symlinks, {(st.st_dev, st.st_ino)})
 
 
 def _walk_dir(
-    directory: Path, prefix: str, follow: bool, seen: set[tuple[int, int]]
+    directory: Path, prefix: str, follow: bool, ancestors: set[tuple[int, int]]
 ) -> Iterator[LocalEntry | WalkProblem]:
     try:
         with os.scandir(directory) as it:
@@ -85,11 +84,12 @@ def _walk_dir(
             continue
         if stat.S_ISDIR(st.st_mode):
             key = (st.st_dev, st.st_ino)
-            if key in seen:
-                yield WalkProblem(path, "symlink loop: directory already visited", True)
+            if key in ancestors:
+                yield WalkProblem(path, "symlink loop: links to a directory above it", True)
                 continue
-            seen.add(key)
-            yield from _walk_dir(path, f"{rel}/", follow, seen)
+            ancestors.add(key)
+            yield from _walk_dir(path, f"{rel}/", follow, ancestors)
+            ancestors.discard(key)
         elif stat.S_ISREG(st.st_mode):
             yield LocalEntry(rel, path, st.st_size, st.st_mtime_ns)
         else:

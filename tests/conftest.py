@@ -1,0 +1,94 @@
+"""Shared fixtures: a real S3 server (moto, over HTTP on 127.0.0.1) and helpers."""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import synxfer
+from synxfer import MiB
+
+# Never let a test reach real credentials or a real account.
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing-secret-never-printed",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": "/nonexistent/synxfer-tests/config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/synxfer-tests/credentials",
+}
+for _k in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+    os.environ.pop(_k, None)
+os.environ.update(_FAKE_ENV)
+
+#: Small parts keep tests fast; 5 MiB is S3's (and moto's) minimum part size.
+PART = 5 * MiB
+SMALL = synxfer.TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1 for the whole session."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str) -> str:
+    """A fresh, empty bucket."""
+    import boto3
+
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+async def client(s3_endpoint: str) -> AsyncIterator[synxfer.Client]:
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint) as c:
+        yield c
+
+
+def write_tree(root: Path, files: dict[str, int], seed: int = 0) -> dict[str, bytes]:
+    """Create ``files`` (relative name -> size) of seeded random bytes under ``root``."""
+    rng = random.Random(seed)
+    contents = {}
+    for rel, size in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = rng.randbytes(size)
+        path.write_bytes(data)
+        contents[rel] = data
+    return contents
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, int]]:
+    """rel -> (bytes, mtime_ns) of every regular file under ``root``."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            out[path.relative_to(root).as_posix()] = (path.read_bytes(), path.stat().st_mtime_ns)
+    return out
+
+
+@pytest.fixture
+def make_tree(tmp_path: Path) -> Callable[..., Path]:
+    counter = iter(range(1000))
+
+    def make(files: dict[str, int], seed: int = 0) -> Path:
+        root = tmp_path / f"src{next(counter)}"
+        root.mkdir()
+        write_tree(root, files, seed)
+        return root
+
+    return make

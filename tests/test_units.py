@@ -1,0 +1,219 @@
+"""Unit tests of the engine's pure parts: no server needed."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+import synxfer
+from synxfer import Capabilities, GiB, MiB, TransferConfig
+from synxfer._url import parse_location
+from synxfer.engine.budget import ByteBudget
+from synxfer.engine.filters import Filters
+from synxfer.engine.localtree import safe_join
+from synxfer.engine.meta import format_mtime, parse_mtime, same_mtime
+from synxfer.engine.parts import etag_parts, part_ranges, plan_part_size
+
+S3 = Capabilities()
+
+
+# -- config ----------------------------------------------------------------------
+
+
+def test_config_defaults_follow_the_brief() -> None:
+    c = TransferConfig()
+    assert c.max_threads == (os.cpu_count() or 1) + 4
+    assert c.max_files == 2 * c.max_threads
+    assert c.part_size == 8 * MiB and c.multipart_threshold == 8 * MiB
+    assert c.memory_budget == c.max_threads * c.part_size
+
+
+def test_config_derived_values_follow_changes() -> None:
+    c = TransferConfig(max_threads=3)
+    assert (c.max_files, c.memory_budget) == (6, 3 * 8 * MiB)
+    d = c.evolve(max_threads=5)
+    assert (d.max_files, d.memory_budget) == (10, 5 * 8 * MiB)
+    e = TransferConfig(max_threads=3, max_files=7).evolve(max_threads=5)
+    assert e.max_files == 7  # explicitly chosen: kept
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_threads": 0}, "max_threads"),
+        ({"part_size": 0}, "part_size"),
+        ({"max_files": -1}, "max_files"),
+        ({"read_timeout": 0}, "timeout"),
+    ],
+)
+def test_config_rejects_nonsense(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(synxfer.ConfigError, match=message):
+        TransferConfig(**kwargs)  # type: ignore[arg-type]
+
+
+# -- part sizing -----------------------------------------------------------------
+
+
+def test_part_size_respects_minimum_and_max_parts() -> None:
+    assert plan_part_size(100 * MiB, 1 * MiB, S3) == 5 * MiB  # S3's minimum
+    assert plan_part_size(100 * MiB, 8 * MiB, S3) == 8 * MiB
+    for size in (80 * GiB, 1000 * GiB, 4 * 1024 * GiB):
+        part = plan_part_size(size, 8 * MiB, S3)
+        assert math.ceil(size / part) <= 10_000
+        assert part % (8 * MiB) == 0  # grown by doubling, as s3transfer does
+    with pytest.raises(synxfer.ConfigError, match="exceeds"):
+        plan_part_size(10_000 * 5 * GiB + 1, 8 * MiB, S3)
+
+
+def test_part_ranges_cover_every_byte_once() -> None:
+    assert part_ranges(0, 5) == [(0, 0)]
+    assert part_ranges(5, 5) == [(0, 5)]
+    assert part_ranges(11, 5) == [(0, 5), (5, 5), (10, 1)]
+
+
+def test_etag_shapes() -> None:
+    assert etag_parts("d41d8cd98f00b204e9800998ecf8427e") == 0
+    assert etag_parts("d41d8cd98f00b204e9800998ecf8427e-12") == 12
+    assert etag_parts("opaque") is None and etag_parts(None) is None
+
+
+# -- filters ---------------------------------------------------------------------
+
+
+def test_filters_last_match_wins_like_aws_cli() -> None:
+    f = Filters([("exclude", "*"), ("include", "*.txt")])
+    assert f.included("a/b.txt") and not f.included("a/b.bin")
+    g = Filters([("include", "*.txt"), ("exclude", "*")])
+    assert not g.included("a/b.txt")
+    assert Filters().included("anything")
+    # '*' crosses directory separators, as in aws-cli.
+    assert not Filters([("exclude", "logs*")]).included("logs/deep/x")
+    assert Filters.build(exclude=["*.tmp"], include=["keep.tmp"]).included("keep.tmp")
+    with pytest.raises(synxfer.ConfigError, match="list of patterns"):
+        Filters.build(exclude="*.tmp")  # type: ignore[arg-type]
+
+
+# -- byte budget -----------------------------------------------------------------
+
+
+async def test_budget_is_fifo_and_bounded() -> None:
+    b = ByteBudget(10)
+    assert await b.acquire(6) == 6
+    order: list[str] = []
+
+    async def take(name: str, n: int) -> None:
+        got = await b.acquire(n)
+        order.append(name)
+        await asyncio.sleep(0.01)
+        b.release(got)
+
+    big = asyncio.create_task(take("big", 8))
+    await asyncio.sleep(0)
+    small = asyncio.create_task(take("small", 1))  # fits now, but must queue behind big
+    await asyncio.sleep(0.01)
+    assert order == []
+    b.release(6)
+    await asyncio.gather(big, small)
+    assert order == ["big", "small"]
+    assert b.peak <= 10 and b.in_use == 0
+    assert await b.acquire(50) == 10  # larger than the budget: clamped, proceeds alone
+    b.release(10)
+
+
+async def test_budget_cancelled_waiter_leaks_nothing() -> None:
+    b = ByteBudget(4)
+    await b.acquire(4)
+    waiter = asyncio.create_task(b.acquire(3))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    b.release(4)
+    assert b.in_use == 0
+    assert await b.acquire(4) == 4
+
+
+# -- locations and paths ---------------------------------------------------------
+
+
+def test_parse_location() -> None:
+    loc = parse_location("s3://bkt/a/b")
+    assert (loc.scheme, loc.bucket, loc.key, loc.is_local) == ("s3", "bkt", "a/b", False)
+    assert parse_location("./x").is_local
+    assert parse_location("file:///data/x").key == "data/x"
+    for bad, msg in [
+        ("s3://", "no bucket"),
+        ("s3:///k", "no bucket"),
+        ("s3://bad bucket/k", "bucket name"),
+        ("s3:/bkt/k", "malformed"),
+        ("", "empty"),
+        ("file://host/x", "absolute path"),
+    ]:
+        with pytest.raises(synxfer.InvalidURL, match=msg):
+            parse_location(bad)
+
+
+@pytest.mark.parametrize(
+    "key", ["../x", "a/../../x", "/etc/passwd", "a//b", "a/./b", "nul\x00byte", "a/" + "n" * 300]
+)
+def test_safe_join_refuses(tmp_path: Path, key: str) -> None:
+    with pytest.raises(synxfer.UnsafePathError):
+        safe_join(tmp_path, key)
+
+
+def test_safe_join_refuses_symlinked_escape(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "out").symlink_to(tmp_path)
+    with pytest.raises(synxfer.UnsafePathError, match="outside"):
+        safe_join(root, "out/x")
+    assert safe_join(root, "in/ünï/x") == root / "in" / "ünï" / "x"
+
+
+def test_mtime_round_trip_is_exact() -> None:
+    for ns in (0, 1, 1_700_000_000_123_456_789, 999_999_999):
+        assert parse_mtime(format_mtime(ns)) == ns
+    assert parse_mtime("1604505840.5") == 1_604_505_840_500_000_000  # rclone-style
+    assert parse_mtime("garbage") is None and parse_mtime(None) is None
+    assert same_mtime(10, 900) and not same_mtime(0, 1_000)
+
+
+# -- public surface --------------------------------------------------------------
+
+
+def test_public_api_surface() -> None:
+    """The documented surface, no more: adding a name must be deliberate."""
+    assert set(synxfer.__all__) == {
+        # client and blocking facade
+        "Client", "TransferConfig", "RetryPolicy", "copy", "download_file", "sync",
+        "sync_from", "sync_to", "upload_file",
+        # results and events
+        "TransferResult", "FileFailure", "Event", "EventKind", "Action",
+        # backend SDK
+        "Backend", "BackendOptions", "Capabilities", "Checksum", "ObjectInfo", "ReadResult",
+        "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart",
+        # errors
+        "SynxferError", "ConfigError", "InvalidURL", "UnknownScheme", "BackendError",
+        "NotFound", "BucketNotFound", "PermissionDenied", "PreconditionFailed",
+        "TransientError", "IntegrityError", "SourceChangedError", "UnsafePathError",
+        "TransferFailed",
+        # units
+        "KiB", "MiB", "GiB", "__version__",
+    }  # fmt: skip
+    for name in synxfer.__all__:
+        assert hasattr(synxfer, name), name
+
+
+def test_raise_for_failures() -> None:
+    ok = synxfer.TransferResult(files_transferred=1)
+    assert ok.raise_for_failures() is ok
+    bad = synxfer.TransferResult(
+        failures=[synxfer.FileFailure("./a", synxfer.Action.UPLOAD, "boom")]
+    )
+    with pytest.raises(synxfer.TransferFailed, match="1 file.*./a: boom") as info:
+        bad.raise_for_failures()
+    assert info.value.result is bad
