@@ -1,0 +1,113 @@
+"""The scheduler's limits, observed from the server side and from /proc.
+
+A counting middleware in front of moto measures requests in flight; each data
+request is held ``delay`` seconds so concurrency builds up to whatever the
+client allows. Each test checks the bound is *reached* (so the test can see a
+violation) and never exceeded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+import synxfer
+from synxfer import MiB
+from synxfer.testing.servers import CountingMotoServer, counting_moto_server
+
+from .conftest import PART
+
+
+@pytest.fixture(scope="module")
+def counting() -> Iterator[CountingMotoServer]:
+    with counting_moto_server(delay=0.05) as server:
+        boto3.client("s3", endpoint_url=server.endpoint_url).create_bucket(Bucket="bounds")
+        yield server
+
+
+def _open_files_under(root: Path) -> int:
+    """File descriptors of this process that point below ``root``."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        n += target.startswith(str(root))
+    return n
+
+
+async def _run(
+    server: CountingMotoServer,
+    config: synxfer.TransferConfig,
+    op: Callable[[synxfer.Client], object],
+    watch: Path,
+) -> tuple[synxfer.TransferResult, int, int]:
+    """Run ``op``; returns its result, peak open files under ``watch``, budget peak."""
+    peak_fds = 0
+
+    def on_event(_: synxfer.Event) -> None:
+        nonlocal peak_fds
+        peak_fds = max(peak_fds, _open_files_under(watch))
+
+    server.reset()
+    async with synxfer.Client(config, endpoint_url=server.endpoint_url, on_event=on_event) as c:
+        result = await op(c)  # type: ignore[misc]
+        peak_budget = c._engine.budget.peak
+    assert isinstance(result, synxfer.TransferResult) and result.ok, result
+    return result, peak_fds, peak_budget
+
+
+async def test_parts_in_flight_never_exceed_max_threads(
+    counting: CountingMotoServer, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    src = make_tree({f"f{i}": 2 * PART + 1 for i in range(4)})  # 3 parts each
+    # A generous memory budget, so only max_threads limits the parts in flight.
+    config = synxfer.TransferConfig(
+        max_threads=3, max_files=2, part_size=PART, multipart_threshold=PART, memory_budget=64 * MiB
+    )
+    _, fds, _ = await _run(counting, config, lambda c: c.sync_to(src, "s3://bounds/up"), src)
+    up = counting.snapshot()
+    assert up.max_concurrent_part_requests == 3
+    assert up.max_concurrent_requests <= 3
+    assert up.max_files_in_flight == 2
+    assert 1 <= fds <= 2
+    assert up.ops["upload_part"] == 12
+
+    dst = tmp_path / "dst"
+    _, fds, _ = await _run(counting, config, lambda c: c.sync_from("s3://bounds/up", dst), dst)
+    down = counting.snapshot()
+    assert down.max_concurrent_part_requests == 3
+    assert down.max_concurrent_requests <= 3
+    assert down.max_files_in_flight <= 2
+    assert 1 <= fds <= 2
+
+
+async def test_memory_budget_bounds_parts_in_flight(
+    counting: CountingMotoServer, make_tree: Callable[..., Path]
+) -> None:
+    src = make_tree({f"g{i}": 3 * PART for i in range(3)})
+    config = synxfer.TransferConfig(
+        max_threads=6, part_size=PART, multipart_threshold=PART, memory_budget=2 * PART
+    )
+    _, _, peak = await _run(counting, config, lambda c: c.sync_to(src, "s3://bounds/mem"), src)
+    stats = counting.snapshot()
+    assert peak == 2 * PART
+    assert stats.max_concurrent_part_requests == 2
+
+
+async def test_files_in_flight_never_exceed_max_files(
+    counting: CountingMotoServer, make_tree: Callable[..., Path]
+) -> None:
+    src = make_tree({f"small/{i:03d}": 100 for i in range(24)})
+    config = synxfer.TransferConfig(max_threads=8, max_files=3)
+    _, fds, _ = await _run(counting, config, lambda c: c.sync_to(src, "s3://bounds/small"), src)
+    stats = counting.snapshot()
+    assert stats.max_files_in_flight == 3
+    assert stats.max_concurrent_part_requests == 3
+    assert fds <= 3
+    assert stats.ops["put_object"] == 24
