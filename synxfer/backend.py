@@ -32,7 +32,7 @@ import abc
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
 from ._config import GiB, MiB
 from ._models import (
@@ -51,9 +51,14 @@ __all__ = [
     "Capabilities",
     "Checksum",
     "ChecksumAlgorithm",
+    "Payload",
 ]
 
 ChecksumAlgorithm = Literal["md5", "crc32c"]
+
+#: The bytes of a put or a part: a buffer the engine may reuse as soon as the
+#: call returns, so a backend must not keep a reference to it.
+Payload = bytes | bytearray
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +136,7 @@ class Backend(abc.ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Safe to call twice."""
 
-    async def __aenter__(self) -> Backend:
+    async def __aenter__(self) -> Self:
         await self.open()
         return self
 
@@ -172,7 +177,7 @@ class Backend(abc.ABC):
     async def put(
         self,
         key: str,
-        data: bytes,
+        data: Payload,
         options: WriteOptions,
         checksum: Checksum | None = None,
     ) -> ObjectInfo:
@@ -208,7 +213,7 @@ class Backend(abc.ABC):
         self,
         upload: MultipartUpload,
         number: int,
-        data: bytes,
+        data: Payload,
         checksum: Checksum | None = None,
     ) -> CompletedPart:
         """Upload part ``number`` (1-based) of a multipart upload."""

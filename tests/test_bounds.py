@@ -58,7 +58,8 @@ async def _run(
     async with synxfer.Client(config, endpoint_url=server.endpoint_url, on_event=on_event) as c:
         result = await op(c)  # type: ignore[misc]
         peak_budget = c._engine.budget.peak
-    assert isinstance(result, synxfer.TransferResult) and result.ok, result
+    assert isinstance(result, synxfer.TransferResult)
+    assert result.ok, result
     return result, peak_fds, peak_budget
 
 

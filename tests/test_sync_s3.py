@@ -36,7 +36,11 @@ def _keys(endpoint: str, bucket: str, prefix: str = "") -> dict[str, int]:
 
 
 async def test_round_trip_edge_sizes_and_names(
-    client: synxfer.Client, bucket: str, make_tree: Callable[..., Path], tmp_path: Path, s3_endpoint: str
+    client: synxfer.Client,
+    bucket: str,
+    make_tree: Callable[..., Path],
+    tmp_path: Path,
+    s3_endpoint: str,
 ) -> None:
     src = make_tree(EDGE_SIZES)
     up = await client.sync_to(src, f"s3://{bucket}/data")
@@ -133,16 +137,23 @@ async def test_sync_from_delete_removes_local_extras(
     (dst / "sub").mkdir(parents=True)
     (dst / "sub" / "extra").write_bytes(b"zz")
     r = await client.sync_from(f"s3://{bucket}/p", dst, delete=True)
-    assert r.files_deleted == 1 and r.files_transferred == 2
+    assert r.files_deleted == 1
+    assert r.files_transferred == 2
     assert sorted(tree(dst)) == ["a", "b"]
 
 
 async def test_dryrun_transfers_nothing(
-    client: synxfer.Client, bucket: str, make_tree: Callable[..., Path], tmp_path: Path, s3_endpoint: str
+    client: synxfer.Client,
+    bucket: str,
+    make_tree: Callable[..., Path],
+    tmp_path: Path,
+    s3_endpoint: str,
 ) -> None:
     src = make_tree({"a": 10, "b": PART + 1})
     r = await client.sync_to(src, f"s3://{bucket}/p", dryrun=True)
-    assert r.dryrun and r.files_transferred == 2 and r.bytes_transferred == PART + 11
+    assert r.dryrun
+    assert r.files_transferred == 2
+    assert r.bytes_transferred == PART + 11
     assert _keys(s3_endpoint, bucket) == {}
 
     await client.sync_to(src, f"s3://{bucket}/p")
@@ -199,7 +210,8 @@ async def test_single_file_upload_download_and_cp(
     f = tmp_path / "one.bin"
     f.write_bytes(os.urandom(PART + 100))
     r = await client.upload_file(f, f"s3://{bucket}/dir/")
-    assert r.ok and r.files_transferred == 1
+    assert r.ok
+    assert r.files_transferred == 1
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     r = await client.download_file(f"s3://{bucket}/dir/one.bin", out_dir)
@@ -208,10 +220,13 @@ async def test_single_file_upload_download_and_cp(
     r = await client.copy(f, f"s3://{bucket}/dir/one.bin")
     assert r.files_transferred == 1
     r = await client.copy(f"s3://{bucket}/dir", tmp_path / "rec", recursive=True)
-    assert r.files_transferred == 1 and (tmp_path / "rec" / "one.bin").exists()
+    assert r.files_transferred == 1
+    assert (tmp_path / "rec" / "one.bin").exists()
 
 
-async def test_ls_and_rm(client: synxfer.Client, bucket: str, make_tree: Callable[..., Path]) -> None:
+async def test_ls_and_rm(
+    client: synxfer.Client, bucket: str, make_tree: Callable[..., Path]
+) -> None:
     src = make_tree({"a.txt": 1, "d/b.txt": 1, "d/e/c.txt": 1})
     await client.sync_to(src, f"s3://{bucket}/p")
     top = [e if isinstance(e, str) else e.key async for e in client.ls(f"s3://{bucket}/p/")]
@@ -251,7 +266,9 @@ async def test_missing_bucket_is_a_clear_error(client: synxfer.Client, tmp_path:
         await client.download_file("s3://no-such-bucket/k", tmp_path / "x")
 
 
-async def test_missing_object_is_not_found(client: synxfer.Client, bucket: str, tmp_path: Path) -> None:
+async def test_missing_object_is_not_found(
+    client: synxfer.Client, bucket: str, tmp_path: Path
+) -> None:
     with pytest.raises(synxfer.NotFound, match="nope"):
         await client.download_file(f"s3://{bucket}/nope", tmp_path / "x")
     assert not (tmp_path / "x").exists()
@@ -294,7 +311,8 @@ async def test_unreadable_file_fails_alone(
     src = make_tree({"a": 5, "b": 5})
     (src / "b").chmod(0)
     r = await client.sync_to(src, f"s3://{bucket}/p")
-    assert r.files_transferred == 1 and r.files_failed == 1
+    assert r.files_transferred == 1
+    assert r.files_failed == 1
 
 
 async def test_symlinks_skipped_unless_followed(
@@ -313,9 +331,12 @@ async def test_symlinks_skipped_unless_followed(
     assert set(_keys(s3_endpoint, bucket, "b/")) == {"b/real/f", "b/link/f"}
 
 
-def test_blocking_facade(bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path) -> None:
+def test_blocking_facade(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
     src = make_tree({"x": 3 * MiB})
     r = synxfer.sync_to(src, f"s3://{bucket}/p", endpoint_url=s3_endpoint, config=SMALL)
-    assert r.ok and r.files_transferred == 1
+    assert r.ok
+    assert r.files_transferred == 1
     r = synxfer.sync_from(f"s3://{bucket}/p", tmp_path / "d", endpoint_url=s3_endpoint)
     assert (tmp_path / "d" / "x").read_bytes() == (src / "x").read_bytes()

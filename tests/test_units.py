@@ -28,7 +28,8 @@ def test_config_defaults_follow_the_brief() -> None:
     c = TransferConfig()
     assert c.max_threads == (os.cpu_count() or 1) + 4
     assert c.max_files == 2 * c.max_threads
-    assert c.part_size == 8 * MiB and c.multipart_threshold == 8 * MiB
+    assert c.part_size == 8 * MiB
+    assert c.multipart_threshold == 8 * MiB
     assert c.memory_budget == c.max_threads * c.part_size
 
 
@@ -78,7 +79,8 @@ def test_part_ranges_cover_every_byte_once() -> None:
 def test_etag_shapes() -> None:
     assert etag_parts("d41d8cd98f00b204e9800998ecf8427e") == 0
     assert etag_parts("d41d8cd98f00b204e9800998ecf8427e-12") == 12
-    assert etag_parts("opaque") is None and etag_parts(None) is None
+    assert etag_parts("opaque") is None
+    assert etag_parts(None) is None
 
 
 # -- filters ---------------------------------------------------------------------
@@ -86,7 +88,8 @@ def test_etag_shapes() -> None:
 
 def test_filters_last_match_wins_like_aws_cli() -> None:
     f = Filters([("exclude", "*"), ("include", "*.txt")])
-    assert f.included("a/b.txt") and not f.included("a/b.bin")
+    assert f.included("a/b.txt")
+    assert not f.included("a/b.bin")
     g = Filters([("include", "*.txt"), ("exclude", "*")])
     assert not g.included("a/b.txt")
     assert Filters().included("anything")
@@ -119,7 +122,8 @@ async def test_budget_is_fifo_and_bounded() -> None:
     b.release(6)
     await asyncio.gather(big, small)
     assert order == ["big", "small"]
-    assert b.peak <= 10 and b.in_use == 0
+    assert b.peak <= 10
+    assert b.in_use == 0
     assert await b.acquire(50) == 10  # larger than the budget: clamped, proceeds alone
     b.release(10)
 
@@ -178,8 +182,10 @@ def test_mtime_round_trip_is_exact() -> None:
     for ns in (0, 1, 1_700_000_000_123_456_789, 999_999_999):
         assert parse_mtime(format_mtime(ns)) == ns
     assert parse_mtime("1604505840.5") == 1_604_505_840_500_000_000  # rclone-style
-    assert parse_mtime("garbage") is None and parse_mtime(None) is None
-    assert same_mtime(10, 900) and not same_mtime(0, 1_000)
+    assert parse_mtime("garbage") is None
+    assert parse_mtime(None) is None
+    assert same_mtime(10, 900)
+    assert not same_mtime(0, 1_000)
 
 
 # -- public surface --------------------------------------------------------------
@@ -214,6 +220,6 @@ def test_raise_for_failures() -> None:
     bad = synxfer.TransferResult(
         failures=[synxfer.FileFailure("./a", synxfer.Action.UPLOAD, "boom")]
     )
-    with pytest.raises(synxfer.TransferFailed, match="1 file.*./a: boom") as info:
+    with pytest.raises(synxfer.TransferFailed, match=r"1 file.*\./a: boom") as info:
         bad.raise_for_failures()
     assert info.value.result is bad

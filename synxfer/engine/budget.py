@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-__all__ = ["ByteBudget"]
+__all__ = ["BufferPool", "ByteBudget"]
 
 
 class ByteBudget:
@@ -67,3 +67,28 @@ class ByteBudget:
                 continue
             self._take(n)
             fut.set_result(None)
+
+
+class BufferPool:
+    """Reusable ``bytearray`` part buffers, at most ``capacity // size`` kept.
+
+    Full-size parts are read into pooled buffers, so a long transfer reuses
+    the same few blocks instead of allocating and freeing a part-sized
+    object per part (which glibc's allocator tends to keep, bloating RSS).
+    Other sizes are allocated exactly. Buffers are handed out only to holders
+    of a budget reservation, so the pool never exceeds the budget.
+    """
+
+    def __init__(self, size: int, capacity: int) -> None:
+        self.size = size
+        self._keep = max(1, capacity // size)
+        self._free: list[bytearray] = []
+
+    def get(self, n: int) -> bytearray:
+        if n == self.size and self._free:
+            return self._free.pop()
+        return bytearray(n)
+
+    def put(self, buf: bytearray) -> None:
+        if len(buf) == self.size and len(self._free) < self._keep:
+            self._free.append(buf)

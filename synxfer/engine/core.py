@@ -12,6 +12,8 @@ Limits, all shared by every file and every run of a client:
                   number of part tasks is bounded too.
 * ``executor`` -- ``max_threads`` worker threads for file I/O and hashing;
                   the event loop never reads, writes or hashes file data.
+* ``buffers``  -- part buffers reused across parts (bounded by the budget),
+                  so memory stays flat instead of churning the allocator.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Protocol
 from .._config import TransferConfig
 from .._exceptions import SynxferError
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
-from .budget import ByteBudget
+from .budget import BufferPool, ByteBudget
 
 __all__ = ["Engine", "Job", "Run", "describe_error"]
 
@@ -100,6 +102,7 @@ class Engine:
         self.requests = asyncio.Semaphore(config.max_threads)
         self.files = asyncio.Semaphore(config.max_files)
         self.budget = ByteBudget(config.memory_budget)
+        self.buffers = BufferPool(config.part_size, config.memory_budget)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)

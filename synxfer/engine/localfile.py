@@ -70,11 +70,14 @@ class LocalFile:
 
     # -- reads ---------------------------------------------------------------
 
-    async def read(
-        self, offset: int, length: int, algorithm: ChecksumAlgorithm | None
-    ) -> tuple[bytes, Checksum | None]:
-        """Read ``length`` bytes at ``offset`` and checksum them, in one thread hop."""
-        return await self._run(_pread_and_sum, self.fd, offset, length, algorithm)
+    async def read_into(
+        self, buf: bytearray, offset: int, algorithm: ChecksumAlgorithm | None
+    ) -> tuple[int, Checksum | None]:
+        """Fill ``buf`` from ``offset`` and checksum what was read, in one thread hop.
+
+        Returns the bytes read (fewer than ``len(buf)`` only if the file shrank).
+        """
+        return await self._run(_preadinto_and_sum, self.fd, buf, offset, algorithm)
 
     async def fstat(self) -> os.stat_result:
         return await self._run(os.fstat, self.fd)
@@ -108,12 +111,17 @@ class LocalFile:
         os.close(self.fd)
 
 
-def _pread_and_sum(
-    fd: int, offset: int, length: int, algorithm: ChecksumAlgorithm | None
-) -> tuple[bytes, Checksum | None]:
-    data = os.pread(fd, length, offset)
-    # A short read means the file shrank; the caller reports it.
-    return data, checksum_of(algorithm, data)
+def _preadinto_and_sum(
+    fd: int, buf: bytearray, offset: int, algorithm: ChecksumAlgorithm | None
+) -> tuple[int, Checksum | None]:
+    view = memoryview(buf)
+    done = 0
+    while done < len(buf):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n == 0:
+            break  # end of file: the file shrank; the caller reports it
+        done += n
+    return done, checksum_of(algorithm, view[:done])
 
 
 def _pwrite_and_md5(fd: int, offset: int, data: bytes, md5: bool) -> bytes | None:

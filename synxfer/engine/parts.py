@@ -48,7 +48,9 @@ def part_ranges(size: int, part_size: int) -> list[tuple[int, int]]:
     return [(off, min(part_size, size - off)) for off in range(0, size, part_size)]
 
 
-def checksum_of(algorithm: ChecksumAlgorithm | None, data: bytes) -> Checksum | None:
+def checksum_of(
+    algorithm: ChecksumAlgorithm | None, data: bytes | bytearray | memoryview
+) -> Checksum | None:
     """The checksum a backend asked for, of ``data``. Call from a worker thread."""
     if algorithm is None:
         return None

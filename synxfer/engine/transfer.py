@@ -71,14 +71,15 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
         if not multipart:
             metadata[PART_SIZE_KEY] = "0"
             granted = await engine.budget.acquire(size)
+            buf = engine.buffers.get(size)
             try:
-                data, checksum = await f.read(0, size, caps.part_checksum)
-                if len(data) != size:
+                n, checksum = await f.read_into(buf, 0, caps.part_checksum)
+                if n != size:
                     raise SourceChangedError(f"{path} shrank while it was being uploaded")
                 await check_unchanged()
-                await backend.put(key, data, WriteOptions(metadata), checksum)
-                del data
+                await backend.put(key, buf, WriteOptions(metadata), checksum)
             finally:
+                engine.buffers.put(buf)
                 engine.budget.release(granted)
             engine.progress(size)
             return size
@@ -111,13 +112,14 @@ async def _send_parts(
     done: list[CompletedPart | None] = [None] * len(ranges)
 
     async def send(index: int, offset: int, length: int, granted: int) -> None:
+        buf = engine.buffers.get(length)
         try:
-            data, checksum = await f.read(offset, length, algorithm)
-            if len(data) != length:
+            n, checksum = await f.read_into(buf, offset, algorithm)
+            if n != length:
                 raise SourceChangedError(f"{f.path} shrank while it was being uploaded")
-            done[index] = await backend.upload_part(upload, index + 1, data, checksum)
-            del data
+            done[index] = await backend.upload_part(upload, index + 1, buf, checksum)
         finally:
+            engine.buffers.put(buf)
             engine.budget.release(granted)
         engine.progress(length)
 

@@ -13,7 +13,7 @@ from .._models import (
     ReadResult,
     WriteOptions,
 )
-from ..backend import Backend, Capabilities, Checksum
+from ..backend import Backend, Capabilities, Checksum, Payload
 
 __all__ = ["Layer"]
 
@@ -69,7 +69,7 @@ class Layer(Backend):
         return await self._call("read", read)
 
     async def put(
-        self, key: str, data: bytes, options: WriteOptions, checksum: Checksum | None = None
+        self, key: str, data: Payload, options: WriteOptions, checksum: Checksum | None = None
     ) -> ObjectInfo:
         return await self._call("put", self.inner.put, key, data, options, checksum)
 
@@ -86,7 +86,7 @@ class Layer(Backend):
         return await self._call("create_multipart", self.inner.create_multipart, key, options)
 
     async def upload_part(
-        self, upload: MultipartUpload, number: int, data: bytes, checksum: Checksum | None = None
+        self, upload: MultipartUpload, number: int, data: Payload, checksum: Checksum | None = None
     ) -> CompletedPart:
         return await self._call(
             "upload_part", self.inner.upload_part, upload, number, data, checksum

@@ -1,0 +1,101 @@
+"""Peak resident memory of a client uploading one large file with defaults.
+
+The memory bound synxfer promises is ``max_threads * part_size + 150 MiB``
+(the budget plus the interpreter, botocore's models and buffers). This runs
+the upload in a child process against moto (in another child), then reads
+the child's peak RSS from the kernel::
+
+    python benchmarks/peak_rss.py --size-mib 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import boto3
+
+import synxfer
+from synxfer.testing.servers import MotoProcess
+
+MiB = 1024 * 1024
+_CHILD = """
+import sys, synxfer
+cfg = synxfer.TransferConfig(max_threads=int(sys.argv[3])) if sys.argv[3] != "0" else None
+r = synxfer.upload_file(sys.argv[1], sys.argv[2], endpoint_url=sys.argv[4], config=cfg)
+r.raise_for_failures()
+"""
+
+
+def make_file(path: Path, size: int) -> None:
+    rng = random.Random(7)
+    with open(path, "wb") as fh:
+        for _ in range(size // MiB):
+            fh.write(rng.randbytes(MiB))
+        fh.write(rng.randbytes(size % MiB))
+
+
+def measure(size: int, max_threads: int = 0) -> dict[str, float]:
+    """Upload ``size`` bytes in a child process; its peak RSS and the bound."""
+    env = dict(os.environ)
+    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    with tempfile.TemporaryDirectory() as tmp, MotoProcess(env=env) as moto:
+        path = Path(tmp) / "big.bin"
+        make_file(path, size)
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=moto.endpoint_url,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name="us-east-1",
+        )
+        s3.create_bucket(Bucket="rss")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        subprocess.run(
+            [sys.executable, "-c", _CHILD, str(path), "s3://rss/big.bin", str(max_threads),
+             moto.endpoint_url],
+            check=True,
+            env=env,
+        )  # fmt: skip
+        elapsed = time.monotonic() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert s3.head_object(Bucket="rss", Key="big.bin")["ContentLength"] == size
+    config = (
+        synxfer.TransferConfig(max_threads=max_threads) if max_threads else synxfer.TransferConfig()
+    )
+    return {
+        "size_mib": size / MiB,
+        "max_threads": config.max_threads,
+        "peak_rss_mib": after.ru_maxrss / 1024,  # KiB on Linux
+        "bound_mib": (config.max_threads * config.part_size) / MiB + 150,
+        "seconds": elapsed,
+        "client_cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--max-threads", type=int, default=0, help="0 = the default")
+    args = parser.parse_args()
+    m = measure(args.size_mib * MiB, args.max_threads)
+    verdict = "within" if m["peak_rss_mib"] <= m["bound_mib"] else "OVER"
+    print(
+        f"upload {m['size_mib']:.0f} MiB, max_threads={m['max_threads']}: "
+        f"peak RSS {m['peak_rss_mib']:.0f} MiB ({verdict} the bound {m['bound_mib']:.0f} MiB), "
+        f"{m['seconds']:.1f} s, client CPU {m['client_cpu_s']:.1f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
