@@ -304,15 +304,51 @@ async def test_vanished_file_fails_alone(
     assert set(_keys(s3_endpoint, bucket)) == {"p/a", "p/c"}
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-async def test_unreadable_file_fails_alone(
-    client: synxfer.Client, bucket: str, make_tree: Callable[..., Path]
-) -> None:
-    src = make_tree({"a": 5, "b": 5})
-    (src / "b").chmod(0)
-    r = await client.sync_to(src, f"s3://{bucket}/p")
-    assert r.files_transferred == 1
-    assert r.files_failed == 1
+def test_unreadable_file_fails_alone(bucket: str, s3_endpoint: str) -> None:
+    """chmod 000 on one file: it fails with a clear error, the others transfer.
+
+    Root reads any file, so when run as root the upload runs in a forked
+    child that has dropped to ``nobody`` (after a warm-up upload in this
+    process, so the child imports nothing new).
+    """
+    import json
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="synxfer-unreadable-"))
+    try:
+        tmp.chmod(0o755)
+        for name in ("a", "b", "c"):
+            (tmp / name).write_bytes(b"data")
+            (tmp / name).chmod(0o644)
+        synxfer.sync_to(tmp, f"s3://{bucket}/warm-up", endpoint_url=s3_endpoint)
+        (tmp / "b").chmod(0)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: drop privileges, upload, report, exit
+            try:
+                os.close(read_end)
+                if os.geteuid() == 0:
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                r = synxfer.sync_to(tmp, f"s3://{bucket}/p", endpoint_url=s3_endpoint)
+                out = [r.files_transferred, r.files_failed, [f.error for f in r.failures]]
+                os.write(write_end, json.dumps(out).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            report = pipe.read()
+        os.waitpid(pid, 0)
+    finally:
+        shutil.rmtree(tmp)
+    assert report, "the unprivileged child reported nothing"
+    transferred, failed, errors = json.loads(report)
+    assert (transferred, failed) == (2, 1)
+    assert "Permission denied" in errors[0]
+    assert f"{tmp}/b" in errors[0]
+    assert {k for k in _keys(s3_endpoint, bucket) if k.startswith("p/")} == {"p/a", "p/c"}
 
 
 async def test_symlinks_skipped_unless_followed(
