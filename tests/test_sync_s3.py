@@ -376,3 +376,16 @@ def test_blocking_facade(
     assert r.files_transferred == 1
     r = synxfer.sync_from(f"s3://{bucket}/p", tmp_path / "d", endpoint_url=s3_endpoint)
     assert (tmp_path / "d" / "x").read_bytes() == (src / "x").read_bytes()
+
+
+async def test_failing_event_callback_does_not_fail_transfers(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str
+) -> None:
+    def explode(e: synxfer.Event) -> None:
+        raise RuntimeError("callback bug")
+
+    src = make_tree({"a": 3, "b": 3})
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint, on_event=explode) as c:
+        r = await c.sync_to(src, f"s3://{bucket}/p")
+    assert r.ok
+    assert r.files_transferred == 2

@@ -129,8 +129,13 @@ class Engine:
     # -- accounting and events -----------------------------------------------
 
     def emit(self, event: Event) -> None:
-        if self.on_event is not None:
+        """Pass ``event`` to the callback; a failing callback never fails a transfer."""
+        if self.on_event is None:
+            return
+        try:
             self.on_event(event)
+        except Exception:
+            log.exception("the on_event callback raised on %s; the transfer goes on", event)
 
     def _event(self, kind: EventKind, job: Job, run: Run, **kw: object) -> None:
         self.emit(

@@ -1,0 +1,1 @@
+"""Command-line front ends: ``synxfer`` (:mod:`.main`) and ``synxfer-bench`` (:mod:`.bench`)."""

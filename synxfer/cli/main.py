@@ -1,0 +1,487 @@
+"""The ``synxfer`` command: ``cp``, ``sync``, ``ls`` and ``rm``, with aws-cli-like flags.
+
+Exit codes: 0 success; 1 when any file failed (or the run failed at the
+backend); 2 for usage and configuration errors (bad option, malformed URL,
+unknown scheme, missing local path); 130 when interrupted; 141 when stdout
+is closed early (``synxfer ls ... | head``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from .. import __version__
+from .._config import TransferConfig
+from .._exceptions import ConfigError, SynxferError, TransferFailed
+from .._models import ObjectInfo, TransferResult
+from .._url import parse_location
+from ..client import Client
+from ..registry import resolve
+from ._args import FilterAction, Parser, positive_int, size_arg
+from ._output import EventPrinter, Progress, redact, summary_line
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("synxfer.cli")
+
+INTERRUPTED_EXIT = 130
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by SIGPIPE
+_LOCAL_PATH_ERRORS = (
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
+    FileExistsError,
+    PermissionError,
+)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Connection, tuning and logging options, accepted before or after the subcommand.
+
+    On subcommands the defaults are suppressed so that a value given before
+    the subcommand is not overwritten by the subcommand's default.
+    """
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("connection and tuning options")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        default=default(os.environ.get("AWS_ENDPOINT_URL") or None),
+        help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL)",
+    )
+    group.add_argument("--region", default=default(None), help="region of the bucket")
+    group.add_argument("--profile", default=default(None), help="credentials profile to use")
+    group.add_argument(
+        "--max-threads",
+        type=positive_int,
+        metavar="N",
+        default=default(None),
+        help="requests (parts) in flight at once (default: CPU count + 4)",
+    )
+    group.add_argument(
+        "--max-files",
+        type=positive_int,
+        metavar="N",
+        default=default(None),
+        help="files in flight at once (default: 2 x max-threads)",
+    )
+    group.add_argument(
+        "--part-size",
+        type=size_arg,
+        metavar="SIZE",
+        default=default(None),
+        help="multipart part size, e.g. 8MiB, 16M, 65536 (default: 8MiB)",
+    )
+    group.add_argument(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=default(False),
+        help="follow symbolic links in local directories (default: skip them)",
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        help="log to stderr (-v: synxfer debug log, -vv: also libraries' info log)",
+    )
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude",
+        action=FilterAction,
+        const="exclude",
+        dest="filters",
+        default=[],
+        metavar="PATTERN",
+        help="skip paths matching this glob (repeatable; later filters win)",
+    )
+    parser.add_argument(
+        "--include",
+        action=FilterAction,
+        const="include",
+        dest="filters",
+        default=[],
+        metavar="PATTERN",
+        help="don't skip paths matching this glob (repeatable; later filters win)",
+    )
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dryrun",
+        action="store_true",
+        help="show what would be done, without doing it",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per file and a final summary object on stdout",
+    )
+    parser.add_argument(
+        "-P",
+        "--progress",
+        action="store_true",
+        default=None,
+        help="show a progress line on stderr (default: on when stderr is a terminal)",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="don't print per-file lines, progress or the summary (failures still show)",
+    )
+
+
+def build_parser() -> Parser:
+    """The argparse parser of the ``synxfer`` command."""
+    parser = Parser(
+        prog="synxfer",
+        description="Fast, verifiable copies between local disk and object stores.",
+    )
+    parser.add_argument("--version", action="version", version=f"synxfer {__version__}")
+    _add_common(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    cp = sub.add_parser(
+        "cp",
+        help="copy a file or (with --recursive) a directory; always transfers",
+        description="Copy a local file or directory to a URL, or a URL to a local path.",
+    )
+    cp.add_argument("src", help="local path or URL")
+    cp.add_argument("dst", help="local path or URL")
+    cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
+    _add_filters(cp)
+    _add_output(cp)
+    _add_common(cp, suppress=True)
+
+    sync = sub.add_parser(
+        "sync",
+        help="make a destination match a source, transferring only what changed",
+        description=(
+            "Transfer new and changed files from SRC to DST (a local directory and a "
+            "URL prefix, either way round). By default a file is changed when its "
+            "size differs or the source is newer."
+        ),
+    )
+    sync.add_argument("src", help="local directory or URL prefix")
+    sync.add_argument("dst", help="local directory or URL prefix")
+    sync.add_argument(
+        "--delete", action="store_true", help="delete destination files missing from the source"
+    )
+    sync.add_argument(
+        "--size-only", action="store_true", help="compare sizes only, ignoring timestamps"
+    )
+    sync.add_argument(
+        "--exact-timestamps",
+        action="store_true",
+        help="treat any timestamp difference as a change (not only a newer source)",
+    )
+    sync.add_argument(
+        "--checksum", action="store_true", help="compare content checksums instead of timestamps"
+    )
+    _add_filters(sync)
+    _add_output(sync)
+    _add_common(sync, suppress=True)
+
+    ls = sub.add_parser(
+        "ls",
+        help="list objects and prefixes under a URL",
+        description="List objects and common prefixes (PRE) under a URL.",
+    )
+    ls.add_argument("url", help="URL like s3://bucket/prefix/")
+    ls.add_argument("--recursive", action="store_true", help="list all keys under the prefix")
+    ls.add_argument("--json", action="store_true", help="print one JSON object per line")
+    ls.add_argument("--human-readable", action="store_true", help="show sizes in KiB, MiB, GiB")
+    ls.add_argument(
+        "--summarize", action="store_true", help="print the object count and total size at the end"
+    )
+    _add_common(ls, suppress=True)
+
+    rm = sub.add_parser(
+        "rm",
+        help="delete an object or (with --recursive) everything under a prefix",
+        description="Delete an object, or with --recursive every object under a prefix.",
+    )
+    rm.add_argument("url", help="URL like s3://bucket/key")
+    rm.add_argument("--recursive", action="store_true", help="delete everything under the prefix")
+    _add_filters(rm)
+    _add_output(rm)
+    _add_common(rm, suppress=True)
+    return parser
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _error(message: str) -> None:
+    print(f"synxfer: error: {redact(message)}", file=sys.stderr)
+
+
+def _setup_logging(verbose: int) -> None:
+    class _Redacting(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return redact(super().format(record))
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose >= 2 else logging.WARNING)
+    if verbose >= 1:
+        logging.getLogger("synxfer").setLevel(logging.DEBUG)
+        # Never DEBUG for botocore & co: their debug log includes request headers.
+
+
+def _check_locations(args: argparse.Namespace) -> None:
+    """Fail fast, with exit code 2, on malformed URLs, unknown schemes, missing paths."""
+    values = [args.src, args.dst] if args.command in ("cp", "sync") else [args.url]
+    locations = [parse_location(v) for v in values]
+    for loc in locations:
+        if not loc.is_local:
+            resolve(loc.scheme)  # raises UnknownScheme, with an install hint
+    if args.command in ("ls", "rm"):
+        if locations[0].is_local:
+            raise ConfigError(
+                f"{args.command} needs a URL like s3://bucket/prefix, not a local path "
+                f"({args.url!r})"
+            )
+        return
+    src, dst = locations
+    if src.is_local and dst.is_local:
+        raise ConfigError(
+            f"both {args.src!r} and {args.dst!r} are local paths; one must be a URL "
+            "(use file:///path for a local directory served as a bucket)"
+        )
+    if src.is_local and src.path is not None and not os.path.lexists(src.path):
+        raise ConfigError(f"the local path {args.src!r} does not exist")
+
+
+def _config(args: argparse.Namespace) -> TransferConfig | None:
+    changes = {
+        name: getattr(args, name)
+        for name in ("max_threads", "max_files", "part_size")
+        if getattr(args, name) is not None
+    }
+    return TransferConfig(**changes) if changes else None
+
+
+def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
+    if isinstance(item, str):
+        name = item if args.recursive else item.rstrip("/").rsplit("/", 1)[-1] + "/"
+        return "PRE".rjust(30) + " " + name
+    if item.mtime is not None:
+        when = _dt.datetime.fromtimestamp(item.mtime).strftime("%Y-%m-%d %H:%M:%S")
+    else:
+        when = " " * 19
+    size = _ls_size(item.size) if args.human_readable else str(item.size)
+    name = item.key if args.recursive else item.key.rsplit("/", 1)[-1]
+    return f"{when} {size.rjust(10)} {name}"
+
+
+def _ls_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} Bytes"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _ls_json(item: ObjectInfo | str) -> str:
+    if isinstance(item, str):
+        return json.dumps({"type": "prefix", "prefix": item})
+    when = (
+        _dt.datetime.fromtimestamp(item.mtime, _dt.UTC).isoformat()
+        if item.mtime is not None
+        else None
+    )
+    return json.dumps(
+        {
+            "type": "object",
+            "key": item.key,
+            "size": item.size,
+            "last_modified": when,
+            "etag": item.etag,
+        }
+    )
+
+
+async def _ls(client: Client, args: argparse.Namespace) -> None:
+    count = total = 0
+    async for item in client.ls(args.url, recursive=args.recursive):
+        if isinstance(item, ObjectInfo):
+            count += 1
+            total += item.size
+        print(_ls_json(item) if args.json else _ls_line(item, args))
+    if args.summarize:
+        if args.json:
+            print(json.dumps({"type": "summary", "objects": count, "bytes": total}))
+        else:
+            size = _ls_size(total) if args.human_readable else f"{total} Bytes"
+            print(f"\nTotal Objects: {count}\n   Total Size: {size}")
+
+
+async def _tick(progress: Progress) -> None:
+    """Keep the progress line's rate fresh while no events arrive."""
+    while True:
+        await asyncio.sleep(0.25)
+        try:
+            progress.draw()
+        except OSError:
+            return
+
+
+async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> TransferResult | None:
+    async with Client(
+        _config(args),
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        profile=args.profile,
+        on_event=printer,
+        follow_symlinks=args.follow_symlinks,
+    ) as client:
+        if args.command == "ls":
+            await _ls(client, args)
+            return None
+        ticker = None
+        task = asyncio.current_task()
+        if printer is not None and task is not None:
+            printer.on_output_error = task.cancel  # stop the run if output breaks
+        if printer is not None and printer.progress is not None:
+            ticker = asyncio.create_task(_tick(printer.progress))
+        try:
+            if args.command == "cp":
+                return await client.copy(
+                    args.src,
+                    args.dst,
+                    recursive=args.recursive,
+                    filters=args.filters,
+                    dryrun=args.dryrun,
+                )
+            if args.command == "sync":
+                return await client.sync(
+                    args.src,
+                    args.dst,
+                    delete=args.delete,
+                    filters=args.filters,
+                    dryrun=args.dryrun,
+                    size_only=args.size_only,
+                    exact_timestamps=args.exact_timestamps,
+                    checksum=args.checksum,
+                )
+            return await client.rm(
+                args.url, recursive=args.recursive, filters=args.filters, dryrun=args.dryrun
+            )
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+
+
+def _finish(args: argparse.Namespace, printer: EventPrinter, result: TransferResult) -> int:
+    if printer.progress is not None:
+        printer.progress.clear()
+    if args.json:
+        print(json.dumps({"type": "summary", **result.to_dict()}), flush=True)
+    if not args.quiet:
+        print(summary_line(result), file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+def _oserror_message(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _exit_code(exc: BaseException, args: argparse.Namespace, printer: EventPrinter | None) -> int:
+    """Report ``exc`` on stderr (never with a traceback unless -v) and pick the exit code."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _exit_code(exc.exceptions[0], args, printer)
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
+        if printer is not None and printer.output_error is not None:
+            return _exit_code(printer.output_error, args, None)
+        with contextlib.suppress(OSError):
+            if printer is not None and printer.progress is not None:
+                printer.progress.clear()
+        print("synxfer: interrupted; rerun the same command to continue", file=sys.stderr)
+        return INTERRUPTED_EXIT
+    if isinstance(exc, BrokenPipeError):
+        # stdout was closed early (e.g. `synxfer ls ... | head`): stop quietly.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
+    if isinstance(exc, TransferFailed):
+        if printer is not None:
+            return _finish(args, printer, exc.result)
+        _error(str(exc))
+        return 1
+    if isinstance(exc, ConfigError):
+        _error(str(exc))
+        return 2
+    if isinstance(exc, SynxferError):
+        _error(str(exc))
+        return 1
+    if isinstance(exc, _LOCAL_PATH_ERRORS):
+        _error(_oserror_message(exc))
+        return 2
+    if isinstance(exc, OSError):
+        _error(_oserror_message(exc))
+        return 1
+    if args.verbose:
+        traceback.print_exception(exc)
+    _error(f"unexpected {type(exc).__name__}: {exc} (rerun with -v for details)")
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``synxfer`` command; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    printer: EventPrinter | None = None
+    if args.command != "ls":
+        show_progress = args.progress
+        if show_progress is None:
+            show_progress = not args.quiet and sys.stderr.isatty()
+        printer = EventPrinter(
+            json_lines=args.json,
+            quiet=args.quiet,
+            progress=Progress(sys.stderr) if show_progress else None,
+        )
+    try:
+        _check_locations(args)
+        result = asyncio.run(_run(args, printer))
+        if result is None or printer is None:
+            return 0
+        return _finish(args, printer, result)
+    except (Exception, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        return _exit_code(exc, args, printer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
