@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TypedDict, Unpack
 
 from ._config import TransferConfig
 from ._exceptions import ConfigError
@@ -30,7 +30,9 @@ from .engine.plan import (
     Compare,
     DeleteRemoteJob,
     DownloadJob,
+    PlanArgs,
     UploadJob,
+    delete_jobs,
     list_remote,
     plan_download,
     plan_upload,
@@ -42,6 +44,27 @@ __all__ = ["Client"]
 
 PathLike = str | os.PathLike[str]
 FilterSpec = Sequence[tuple[str, str]]
+
+
+class SyncOptions(TypedDict, total=False):
+    """Keyword arguments of :meth:`Client.sync_to`, :meth:`~Client.sync_from`
+    and :meth:`~Client.sync`.
+
+    ``delete``: remove destination files the source lacks. ``filters``: an
+    ordered list of ``("exclude"|"include", glob)``; ``exclude``/``include``
+    are appended to it in that order; the last matching filter decides, as in
+    aws-cli. ``dryrun``: report, transfer nothing. ``size_only``,
+    ``exact_timestamps``, ``checksum``: how files are compared (one at most).
+    """
+
+    delete: bool
+    filters: FilterSpec
+    exclude: Sequence[str]
+    include: Sequence[str]
+    dryrun: bool
+    size_only: bool
+    exact_timestamps: bool
+    checksum: bool
 
 
 class Client:
@@ -176,58 +199,31 @@ class Client:
     # -- trees ---------------------------------------------------------------
 
     async def sync_to(
-        self,
-        local: PathLike,
-        url: str,
-        *,
-        delete: bool = False,
-        filters: FilterSpec = (),
-        exclude: Sequence[str] = (),
-        include: Sequence[str] = (),
-        dryrun: bool = False,
-        size_only: bool = False,
-        exact_timestamps: bool = False,
-        checksum: bool = False,
+        self, local: PathLike, url: str, **options: Unpack[SyncOptions]
     ) -> TransferResult:
         """Make ``url`` (a prefix, treated as a directory) like the local directory.
 
         Files are copied when missing or different (see ``synxfer.engine.plan``
         for the rules); with ``delete``, objects the source lacks are removed.
-        ``filters`` is an ordered list of ``("exclude"|"include", glob)``;
-        ``exclude``/``include`` are appended to it in that order. The last
-        matching filter decides, as in aws-cli.
+        See :class:`SyncOptions` for the options.
         """
         root = _existing_dir(Path(local))
         loc = self._remote(url)
         backend = await self._backend(loc)
-        run = Run(dryrun)
+        run = Run(options.get("dryrun", False))
         jobs = await plan_upload(
             self._engine,
             run,
             root,
             backend,
             _as_prefix(loc.key),
-            filters=Filters.build(filters, exclude, include),
-            mode=_compare(size_only, exact_timestamps, checksum),
-            delete=delete,
-            follow_symlinks=self.follow_symlinks,
+            _plan_args(options, self.follow_symlinks),
         )
         await self._engine.execute(jobs, run)
         return run.finish()
 
     async def sync_from(
-        self,
-        url: str,
-        local: PathLike,
-        *,
-        delete: bool = False,
-        filters: FilterSpec = (),
-        exclude: Sequence[str] = (),
-        include: Sequence[str] = (),
-        dryrun: bool = False,
-        size_only: bool = False,
-        exact_timestamps: bool = False,
-        checksum: bool = False,
+        self, url: str, local: PathLike, **options: Unpack[SyncOptions]
     ) -> TransferResult:
         """Make the local directory like ``url``; the mirror of :meth:`sync_to`.
 
@@ -238,26 +234,22 @@ class Client:
         loc = self._remote(url)
         root = _dest_dir(Path(local))
         backend = await self._backend(loc)
-        run = Run(dryrun)
+        run = Run(options.get("dryrun", False))
         jobs = await plan_download(
             self._engine,
             run,
             backend,
             _as_prefix(loc.key),
             root,
-            filters=Filters.build(filters, exclude, include),
-            mode=_compare(size_only, exact_timestamps, checksum),
-            delete=delete,
-            follow_symlinks=self.follow_symlinks,
+            _plan_args(options, self.follow_symlinks),
         )
         await self._engine.execute(jobs, run)
         return run.finish()
 
-    async def sync(self, src: PathLike, dst: PathLike, **options: Any) -> TransferResult:
-        """:meth:`sync_to` or :meth:`sync_from`, whichever side is local.
-
-        Takes the same keyword arguments as :meth:`sync_to`.
-        """
+    async def sync(
+        self, src: PathLike, dst: PathLike, **options: Unpack[SyncOptions]
+    ) -> TransferResult:
+        """:meth:`sync_to` or :meth:`sync_from`, whichever side is local."""
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         if s.is_local and not d.is_local:
             return await self.sync_to(_str(src), _str(dst), **options)
@@ -283,33 +275,15 @@ class Client:
                 return await self.download_file(_str(src), _str(dst), dryrun=dryrun)
             raise _local_remote_error(s, d)
         run = Run(dryrun)
-        flt = Filters(filters)
+        args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
         if s.is_local and not d.is_local:
             backend = await self._backend(d)
-            jobs = await plan_upload(
-                self._engine,
-                run,
-                _existing_dir(Path(_str(src))),
-                backend,
-                _as_prefix(d.key),
-                filters=flt,
-                mode=Compare.ALWAYS,
-                delete=False,
-                follow_symlinks=self.follow_symlinks,
-            )
+            root = _existing_dir(Path(_str(src)))
+            jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
         elif d.is_local and not s.is_local:
             backend = await self._backend(s)
-            jobs = await plan_download(
-                self._engine,
-                run,
-                backend,
-                _as_prefix(s.key),
-                _dest_dir(Path(_str(dst))),
-                filters=flt,
-                mode=Compare.ALWAYS,
-                delete=False,
-                follow_symlinks=self.follow_symlinks,
-            )
+            root = _dest_dir(Path(_str(dst)))
+            jobs = await plan_download(self._engine, run, backend, _as_prefix(s.key), root, args)
         else:
             raise _local_remote_error(s, d)
         await self._engine.execute(jobs, run)
@@ -356,13 +330,9 @@ class Client:
             return await self._execute([DeleteRemoteJob(backend, [loc.key])], dryrun)
         prefix = _as_prefix(loc.key)
         flt = Filters(filters)
-        keys = [
-            i.key for rel, i in (await list_remote(backend, prefix)).items() if flt.included(rel)
-        ]
-        batches: list[Job] = [
-            DeleteRemoteJob(backend, keys[i : i + 1000]) for i in range(0, len(keys), 1000)
-        ]
-        return await self._execute(batches, dryrun)
+        listed = await list_remote(backend, prefix)
+        keys = [info.key for rel, info in listed.items() if flt.included(rel)]
+        return await self._execute(delete_jobs(backend, keys), dryrun)
 
     async def _execute(self, jobs: Sequence[Job], dryrun: bool) -> TransferResult:
         run = Run(dryrun)
@@ -381,20 +351,18 @@ def _as_prefix(key: str) -> str:
     return key if not key or key.endswith("/") else key + "/"
 
 
-def _compare(size_only: bool, exact_timestamps: bool, checksum: bool) -> Compare:
-    chosen = [
-        m
-        for m, on in (
-            (Compare.SIZE_ONLY, size_only),
-            (Compare.EXACT_TIMESTAMPS, exact_timestamps),
-            (Compare.CHECKSUM, checksum),
-        )
-        if on
-    ]
+def _plan_args(options: SyncOptions, follow_symlinks: bool) -> PlanArgs:
+    """Validate sync options into the planner's arguments."""
+    modes = (Compare.SIZE_ONLY, Compare.EXACT_TIMESTAMPS, Compare.CHECKSUM)
+    chosen = [m for m in modes if options.get(m.value.replace("-", "_"), False)]
     if len(chosen) > 1:
         names = " and ".join(f"--{m.value}" for m in chosen)
         raise ConfigError(f"{names} cannot be combined; choose one way to compare")
-    return chosen[0] if chosen else Compare.DEFAULT
+    flt = Filters.build(
+        options.get("filters", ()), options.get("exclude", ()), options.get("include", ())
+    )
+    mode = chosen[0] if chosen else Compare.DEFAULT
+    return PlanArgs(flt, mode, options.get("delete", False), follow_symlinks)
 
 
 def _existing_file(path: Path) -> Path:

@@ -43,7 +43,9 @@ __all__ = [
     "DeleteLocalJob",
     "DeleteRemoteJob",
     "DownloadJob",
+    "PlanArgs",
     "UploadJob",
+    "delete_jobs",
     "list_remote",
     "plan_download",
     "plan_upload",
@@ -62,6 +64,16 @@ class Compare(enum.Enum):
     EXACT_TIMESTAMPS = "exact-timestamps"
     CHECKSUM = "checksum"
     ALWAYS = "always"  # cp: copy without comparing
+
+
+@dataclass(frozen=True, slots=True)
+class PlanArgs:
+    """How to compare and what to include: the options of one sync or copy."""
+
+    filters: Filters
+    mode: Compare
+    delete: bool = False
+    follow_symlinks: bool = False
 
 
 class _Check(enum.Enum):
@@ -152,8 +164,41 @@ async def _content_differs(
 # -- jobs ----------------------------------------------------------------------
 
 
+class _TransferJob:
+    """Shared flow of upload and download jobs: settle a pending check, honour
+    the dry run, transfer, account."""
+
+    action: Action
+    src: str
+    dst: str
+    size: int
+    backend: Backend
+    key: str
+    local: LocalEntry | None
+    check: _Check | None
+
+    async def run(self, engine: Engine, run: Run) -> None:
+        if (
+            self.check is not None
+            and self.local is not None
+            and not await _resolve(
+                engine, self.check, self.backend, self.key, self.local, self.action is Action.UPLOAD
+            )
+        ):
+            engine.skipped(run, self)
+            return
+        if run.dryrun:
+            engine.done(run, self)
+            return
+        engine.started(run, self)
+        engine.done(run, self, await self.transfer(engine))
+
+    async def transfer(self, engine: Engine) -> int:
+        raise NotImplementedError
+
+
 @dataclass
-class UploadJob:
+class UploadJob(_TransferJob):
     path: Path
     backend: Backend
     key: str
@@ -168,24 +213,12 @@ class UploadJob:
         self.src = self.src or str(self.path)
         self.dst = self.dst or self.backend.url(self.key)
 
-    async def run(self, engine: Engine, run: Run) -> None:
-        if (
-            self.check is not None
-            and self.local is not None
-            and not await _resolve(engine, self.check, self.backend, self.key, self.local, True)
-        ):
-            engine.skipped(run, self)
-            return
-        if run.dryrun:
-            engine.done(run, self)
-            return
-        engine.started(run, self)
-        sent = await upload_path(engine, self.path, self.backend, self.key)
-        engine.done(run, self, sent)
+    async def transfer(self, engine: Engine) -> int:
+        return await upload_path(engine, self.path, self.backend, self.key)
 
 
 @dataclass
-class DownloadJob:
+class DownloadJob(_TransferJob):
     backend: Backend
     key: str
     dest: Path
@@ -201,20 +234,10 @@ class DownloadJob:
         self.src = self.src or self.backend.url(self.key)
         self.dst = self.dst or str(self.dest)
 
-    async def run(self, engine: Engine, run: Run) -> None:
-        if (
-            self.check is not None
-            and self.local is not None
-            and not await _resolve(engine, self.check, self.backend, self.key, self.local, False)
-        ):
-            engine.skipped(run, self)
-            return
-        if run.dryrun:
-            engine.done(run, self)
-            return
-        engine.started(run, self)
-        got = await download_object(engine, self.backend, self.key, self.dest, self.size, self.etag)
-        engine.done(run, self, got)
+    async def transfer(self, engine: Engine) -> int:
+        return await download_object(
+            engine, self.backend, self.key, self.dest, self.size, self.etag
+        )
 
 
 @dataclass
@@ -260,6 +283,14 @@ class DeleteLocalJob:
 
 
 # -- planning ------------------------------------------------------------------
+
+
+def delete_jobs(backend: Backend, keys: Sequence[str]) -> list[Job]:
+    """Jobs deleting ``keys``, batched as the backend's batch delete allows."""
+    return [
+        DeleteRemoteJob(backend, keys[i : i + DELETE_BATCH])
+        for i in range(0, len(keys), DELETE_BATCH)
+    ]
 
 
 async def list_remote(backend: Backend, prefix: str) -> dict[str, ObjectInfo]:
@@ -308,14 +339,11 @@ async def plan_upload(
     root: Path,
     backend: Backend,
     prefix: str,
-    *,
-    filters: Filters,
-    mode: Compare,
-    delete: bool,
-    follow_symlinks: bool,
+    args: PlanArgs,
 ) -> list[Job]:
     """Jobs that make ``backend:prefix`` like the local directory ``root``."""
-    walked = await walk_local(engine, root, follow_symlinks)
+    filters, mode, delete = args.filters, args.mode, args.delete
+    walked = await walk_local(engine, root, args.follow_symlinks)
     remote = await list_remote(backend, prefix) if mode is not Compare.ALWAYS or delete else {}
     jobs: list[Job] = []
     present: set[str] = set()
@@ -346,8 +374,7 @@ async def plan_upload(
             for rel in remote
             if rel not in present and filters.included(rel) and not _under(rel, protected)
         ]
-        for i in range(0, len(doomed), DELETE_BATCH):
-            jobs.append(DeleteRemoteJob(backend, doomed[i : i + DELETE_BATCH]))
+        jobs.extend(delete_jobs(backend, doomed))
     return jobs
 
 
@@ -357,17 +384,14 @@ async def plan_download(
     backend: Backend,
     prefix: str,
     root: Path,
-    *,
-    filters: Filters,
-    mode: Compare,
-    delete: bool,
-    follow_symlinks: bool,
+    args: PlanArgs,
 ) -> list[Job]:
     """Jobs that make the local directory ``root`` like ``backend:prefix``."""
+    filters, mode, delete = args.filters, args.mode, args.delete
     remote = await list_remote(backend, prefix)
     local: dict[str, LocalEntry] = {}
     if root.exists() and (mode is not Compare.ALWAYS or delete):
-        for item in await walk_local(engine, root, follow_symlinks):
+        for item in await walk_local(engine, root, args.follow_symlinks):
             if isinstance(item, LocalEntry):
                 local[item.rel] = item
     jobs: list[Job] = []

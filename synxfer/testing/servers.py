@@ -1,0 +1,546 @@
+"""Real S3 servers (moto) on 127.0.0.1, for tests and benchmarks.
+
+* :func:`moto_server` -- moto in a thread of this process.
+* :class:`MotoProcess` -- moto in a subprocess, so it does not share the
+  client's GIL (benchmarks); reports the server's CPU time.
+* :func:`counting_moto_server` -- in-process moto behind a WSGI middleware
+  that counts *concurrent* requests, part requests and files in flight, and
+  can slow data requests down so concurrency builds up.
+
+Every server binds 127.0.0.1 on a free port and serves path-style S3 at
+``endpoint_url``. moto keeps its state per process: in-process servers share
+buckets with each other (and with ``moto.mock_aws``), so tests should use
+fresh bucket names. Clients need some credentials; tests usually set
+``AWS_ACCESS_KEY_ID=testing`` and ``AWS_SECRET_ACCESS_KEY=testing``. These
+helpers set no environment variables themselves.
+
+moto (``pip install 'synxfer[testing]'``) is imported only when a server
+starts.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+if TYPE_CHECKING:
+    from werkzeug.serving import BaseWSGIServer
+
+__all__ = [
+    "HOST",
+    "CountingMotoServer",
+    "MotoProcess",
+    "MotoServer",
+    "RequestStats",
+    "counting_moto_server",
+    "cpu_seconds",
+    "moto_server",
+]
+
+#: The only address these servers bind.
+HOST = "127.0.0.1"
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _moto_app() -> WSGIApp:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    app: WSGIApp = DomainDispatcherApplication(create_backend_app)
+    return app
+
+
+def _make_server(app: WSGIApp) -> BaseWSGIServer:
+    """A threaded werkzeug server for ``app`` on 127.0.0.1, with moto's handler, not logging."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    class QuietHandler(MotoRequestHandler):
+        """moto's request handler without a log line per request."""
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            pass
+
+    return make_server(HOST, 0, app, threaded=True, request_handler=QuietHandler)
+
+
+@dataclasses.dataclass
+class MotoServer:
+    """A running in-process moto server."""
+
+    host: str
+    port: int
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://{self.host}:{self.port}"
+
+
+@contextlib.contextmanager
+def _serving(app: WSGIApp) -> Iterator[tuple[str, int]]:
+    server = _make_server(app)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield HOST, int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[MotoServer]:
+    """Run moto's S3 (and every other moto service) in a thread of this process.
+
+    The same building blocks as moto's ``ThreadedMotoServer(ip_address="127.0.0.1",
+    port=0)``, minus its per-request log lines::
+
+        with moto_server() as server:
+            boto3.client("s3", endpoint_url=server.endpoint_url, ...)
+    """
+    with _serving(_moto_app()) as (host, port):
+        yield MotoServer(host, port)
+
+
+# -- moto in a subprocess ------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (Linux ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except FileNotFoundError:
+        raise ProcessLookupError(f"no process {pid} (or no /proc on this system)") from None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of the whole line
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+class MotoProcess:
+    """moto in a subprocess on 127.0.0.1, as a (synchronous) context manager::
+
+        with MotoProcess() as moto:
+            run_benchmark(moto.endpoint_url)
+            print(moto.cpu_seconds())
+
+    The child is ``python -m synxfer.testing._moto_main``; it prints its port
+    and serves until its stdin closes or it gets SIGTERM. Leaving the block
+    closes stdin, then terminates and finally kills the child if it lingers.
+    ``env`` replaces the child's environment (default: inherited).
+    """
+
+    def __init__(
+        self,
+        *,
+        startup_timeout: float = 60.0,
+        stop_timeout: float = 5.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.env = env
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the running server."""
+        if self.port is None:
+            raise RuntimeError("MotoProcess is not running")
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The server process id."""
+        if self._proc is None:
+            raise RuntimeError("MotoProcess is not running")
+        return self._proc.pid
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server process has used so far."""
+        return cpu_seconds(self.pid)
+
+    def start(self) -> None:
+        """Start the server and wait until it listens."""
+        if self._proc is not None:
+            raise RuntimeError("MotoProcess already started")
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "synxfer.testing._moto_main"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=self.env,
+        )
+        try:
+            self.port = self._read_port()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _read_port(self) -> int:
+        assert self._proc is not None
+        assert self._proc.stdout is not None
+        deadline = time.monotonic() + self.startup_timeout
+        line = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._proc.stdout, selectors.EVENT_READ)
+            while not line.endswith(b"\n"):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not selector.select(remaining):
+                    raise RuntimeError(
+                        f"moto did not start within {self.startup_timeout}s{self._stderr_tail()}"
+                    )
+                chunk = os.read(self._proc.stdout.fileno(), 64)
+                if not chunk:
+                    raise RuntimeError(f"moto exited while starting{self._stderr_tail()}")
+                line += chunk
+        return int(line.strip())
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
+        return f": {tail}" if tail else ""
+
+    def stop(self) -> None:
+        """Stop the server: close stdin, then SIGTERM, then SIGKILL. Safe to call twice."""
+        proc, self._proc = self._proc, None
+        self.port = None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def __enter__(self) -> MotoProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"pid={self._proc.pid} {self.endpoint_url}" if self._proc else "stopped"
+        return f"<MotoProcess {state}>"
+
+
+# -- the counting server -------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RequestStats:
+    """Counters of a :class:`CountingMotoServer`; read them via ``snapshot()``.
+
+    ``*_in_flight`` are current values, ``max_*`` the highest seen since the
+    start (or the last ``reset``), ``total_*`` counts since then.
+
+    *Part requests* carry object data: UploadPart, PutObject (not copies) and
+    GetObject. A *file in flight* is an object key with a request in progress
+    or a multipart upload initiated and not yet completed or aborted.
+    ``ops`` counts requests by operation (``put_object``, ``upload_part``,
+    ``get_object``, ``head_object``, ``create_multipart``,
+    ``complete_multipart``, ``abort_multipart``, ``list_objects``,
+    ``delete_object``, ``delete_objects``, ``copy_object``, ``create_bucket``,
+    ``head_bucket``, ``delete_bucket``, ``other``).
+    """
+
+    requests_in_flight: int = 0
+    part_requests_in_flight: int = 0
+    files_in_flight: int = 0
+    max_concurrent_requests: int = 0
+    max_concurrent_part_requests: int = 0
+    max_files_in_flight: int = 0
+    total_requests: int = 0
+    total_part_requests: int = 0
+    ops: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    op: str
+    file: tuple[str, str] | None
+    is_part: bool
+
+
+_LIST_PARAMS = frozenset(
+    {"list-type", "prefix", "delimiter", "continuation-token", "start-after", "max-keys"}
+    | {"encoding-type", "marker", "fetch-owner"}
+)
+
+
+def _classify(environ: dict[str, Any]) -> _Request:
+    """What an S3 request is: operation, object (bucket, key), whether it carries data."""
+    method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+    path = str(environ.get("PATH_INFO", "/"))
+    query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+    params = set(query) - {"x-id"}
+    host = str(environ.get("HTTP_HOST", "")).rsplit(":", 1)[0]
+    labels = host.split(".")
+    path_style = (
+        not host
+        or "." not in host
+        or host.startswith("localhost")
+        or all(label.isdigit() for label in labels)
+    )
+    if path_style:
+        bucket, _, key = path.lstrip("/").partition("/")
+    else:
+        bucket, key = labels[0], path.lstrip("/")
+    file = (bucket, key) if bucket and key else None
+    copy = "HTTP_X_AMZ_COPY_SOURCE" in environ
+
+    if file is None:
+        if method == "GET" and bucket and not params - _LIST_PARAMS:
+            return _Request("list_objects", None, False)
+        if method == "POST" and "delete" in params:
+            return _Request("delete_objects", None, False)
+        if bucket and not params and method in ("PUT", "HEAD", "DELETE"):
+            op = {"PUT": "create_bucket", "HEAD": "head_bucket", "DELETE": "delete_bucket"}
+            return _Request(op[method], None, False)
+        return _Request("other", None, False)
+    if method == "POST" and "uploads" in params:
+        return _Request("create_multipart", file, False)
+    if method == "POST" and "uploadId" in params:
+        return _Request("complete_multipart", file, False)
+    if method == "DELETE" and "uploadId" in params:
+        return _Request("abort_multipart", file, False)
+    if method == "DELETE" and not params - {"versionId"}:
+        return _Request("delete_object", file, False)
+    if method == "PUT" and {"uploadId", "partNumber"} <= params:
+        return _Request("upload_part", file, not copy)
+    if method == "PUT" and not params:
+        return _Request("copy_object" if copy else "put_object", file, not copy)
+    data_get = not {p for p in params if not p.startswith("response-")} - {
+        "partNumber",
+        "versionId",
+    }
+    if method == "GET" and data_get:
+        return _Request("get_object", file, True)
+    if method == "HEAD" and data_get:
+        return _Request("head_object", file, False)
+    return _Request("other", file, False)
+
+
+class _CountingMiddleware:
+    """WSGI middleware keeping :class:`RequestStats` exact under a lock.
+
+    A request counts from when the app is called until just before the last
+    chunk of its response is handed to the server to send, so the server
+    never counts a request the client already considers finished.
+    """
+
+    def __init__(self, app: WSGIApp, delay: float) -> None:
+        self.app = app
+        self.delay = delay
+        self.lock = threading.Lock()
+        self.stats = RequestStats()
+        self._refs: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._uploads: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    # Under self.lock:
+    def _ref(self, file: tuple[str, str], delta: int) -> None:
+        before = self._refs[file]
+        after = before + delta
+        if after:
+            self._refs[file] = after
+        else:
+            del self._refs[file]
+        s = self.stats
+        if before == 0 and after > 0:
+            s.files_in_flight += 1
+            s.max_files_in_flight = max(s.max_files_in_flight, s.files_in_flight)
+        elif before > 0 and after == 0:
+            s.files_in_flight -= 1
+
+    def _begin(self, req: _Request) -> None:
+        with self.lock:
+            s = self.stats
+            s.total_requests += 1
+            s.ops[req.op] += 1
+            s.requests_in_flight += 1
+            s.max_concurrent_requests = max(s.max_concurrent_requests, s.requests_in_flight)
+            if req.is_part:
+                s.total_part_requests += 1
+                s.part_requests_in_flight += 1
+                s.max_concurrent_part_requests = max(
+                    s.max_concurrent_part_requests, s.part_requests_in_flight
+                )
+            if req.file is not None:
+                self._ref(req.file, +1)
+
+    def _end(self, req: _Request, status: int | None) -> None:
+        with self.lock:
+            s = self.stats
+            ok = status is not None and 200 <= status < 300
+            if req.file is not None:
+                if ok and req.op == "create_multipart":
+                    self._uploads[req.file] += 1
+                    self._ref(req.file, +1)
+                elif (
+                    ok
+                    and req.op in ("complete_multipart", "abort_multipart")
+                    and self._uploads[req.file] > 0
+                ):
+                    self._uploads[req.file] -= 1
+                    self._ref(req.file, -1)
+                self._ref(req.file, -1)
+            s.requests_in_flight -= 1
+            if req.is_part:
+                s.part_requests_in_flight -= 1
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        req = _classify(environ)
+        status: list[int] = []
+
+        def counting_start_response(status_line: str, headers: Any, exc_info: Any = None) -> Any:
+            status[:] = [int(status_line.split(None, 1)[0])]
+            return start_response(status_line, headers, exc_info)
+
+        self._begin(req)
+        try:
+            if req.is_part and self.delay > 0:
+                time.sleep(self.delay)
+            body = self.app(environ, counting_start_response)
+        except BaseException:
+            self._end(req, None)
+            raise
+        return _Body(body, lambda: self._end(req, status[0] if status else None))
+
+
+class _Body:
+    """Yields ``body``'s chunks, calling ``done`` once just before the last one."""
+
+    def __init__(self, body: Iterable[bytes], done: Callable[[], None]) -> None:
+        self._body = body
+        self._done: Callable[[], None] | None = done
+
+    def _finish(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done()
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            it = iter(self._body)
+            pending = next(it, None)
+            while pending is not None:
+                following = next(it, None)
+                if following is None:
+                    self._finish()
+                yield pending
+                pending = following
+        finally:
+            self._finish()
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._finish()
+
+
+class CountingMotoServer:
+    """An in-process moto server that counts concurrency (see :class:`RequestStats`).
+
+    ``delay`` seconds are slept inside every part request, before moto
+    handles it; it can be changed while the server runs.
+    """
+
+    def __init__(self, host: str, port: int, middleware: _CountingMiddleware) -> None:
+        self.host = host
+        self.port = port
+        self._middleware = middleware
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def delay(self) -> float:
+        """Seconds each part request is held before moto serves it."""
+        return self._middleware.delay
+
+    @delay.setter
+    def delay(self, value: float) -> None:
+        self._middleware.delay = value
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock guarding :attr:`stats`."""
+        return self._middleware.lock
+
+    @property
+    def stats(self) -> RequestStats:
+        """The live counters; hold :attr:`lock` to read several consistently."""
+        return self._middleware.stats
+
+    def snapshot(self) -> RequestStats:
+        """A consistent copy of the counters."""
+        with self.lock:
+            s = self.stats
+            return dataclasses.replace(s, ops=collections.Counter(s.ops))
+
+    def reset(self) -> None:
+        """Zero totals, op counts and maxima (maxima restart from the current values)."""
+        with self.lock:
+            s = self.stats
+            s.total_requests = s.total_part_requests = 0
+            s.ops.clear()
+            s.max_concurrent_requests = s.requests_in_flight
+            s.max_concurrent_part_requests = s.part_requests_in_flight
+            s.max_files_in_flight = s.files_in_flight
+
+
+@contextlib.contextmanager
+def counting_moto_server(delay: float = 0.0) -> Iterator[CountingMotoServer]:
+    """Run in-process moto behind the counting middleware::
+
+    with counting_moto_server(delay=0.05) as server:
+        ...  # transfer against server.endpoint_url
+        assert server.snapshot().max_concurrent_part_requests <= 4
+    """
+    middleware = _CountingMiddleware(_moto_app(), delay)
+    with _serving(middleware) as (host, port):
+        yield CountingMotoServer(host, port, middleware)

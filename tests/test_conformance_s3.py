@@ -1,0 +1,121 @@
+"""The conformance kit against the S3 and SCP backends, on an in-process moto server.
+
+Opening an aiobotocore client costs a tenth of a second or more, so each
+backend is opened once for the module (on a module-scoped event loop) on one
+fresh bucket, and every test works under its own unique key prefix -- the
+``key_prefix`` hook of :class:`~synxfer.testing.BackendFixtures`.
+
+moto does not verify ``Content-MD5`` (real S3 and SCP answer ``BadDigest``),
+so the kit's wrong-checksum tests are listed in ``conformance_skips`` with
+that reason.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, ClassVar
+
+import pytest
+import pytest_asyncio
+
+from synxfer import Backend, BackendOptions
+from synxfer.testing import BackendConformance, BackendFixtures
+from synxfer.testing.servers import MotoServer, moto_server
+from synxfer_s3 import S3Backend
+from synxfer_scp import ScpBackend
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+MOTO_SKIPS: Mapping[str, str] = dict.fromkeys(
+    (
+        "test_put_wrong_checksum_rejected",
+        "test_put_wrong_checksum_keeps_old",
+        "test_upload_part_wrong_checksum_rejected",
+    ),
+    "moto does not verify Content-MD5 (S3 and SCP answer BadDigest)",
+)
+
+_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing-secret-never-printed",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": "/nonexistent/synxfer-tests/config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/synxfer-tests/credentials",
+}
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    """An in-process moto server for this module, with fake credentials in the env."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "SCP_REGION"):
+            mp.delenv(name, raising=False)
+        for name, value in _ENV.items():
+            mp.setenv(name, value)
+        with moto_server() as server:
+            yield server
+
+
+@pytest.fixture(scope="module")
+def s3_admin(moto: MotoServer) -> Any:
+    """A boto3 client for setting up buckets."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=moto.endpoint_url, region_name="us-east-1")
+
+
+def _new_bucket(admin: Any) -> str:
+    name = f"conf-{uuid.uuid4().hex[:20]}"
+    admin.create_bucket(Bucket=name)
+    return name
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def s3_backend(moto: MotoServer, s3_admin: Any) -> AsyncIterator[Backend]:
+    """An S3Backend on a fresh bucket, for the module."""
+    options = BackendOptions(endpoint_url=moto.endpoint_url, region="us-east-1")
+    async with S3Backend(_new_bucket(s3_admin), options) as backend:
+        yield backend
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def scp_backend(moto: MotoServer, s3_admin: Any) -> AsyncIterator[Backend]:
+    """A ScpBackend (path-style, Content-MD5 only, default region) on a fresh bucket."""
+    options = BackendOptions(endpoint_url=moto.endpoint_url)
+    async with ScpBackend(_new_bucket(s3_admin), options) as backend:
+        yield backend
+
+
+class SharedBucketFixtures(BackendFixtures):
+    """One backend per module; a unique key prefix per test."""
+
+    conformance_skips: ClassVar[Mapping[str, str]] = MOTO_SKIPS
+
+    @pytest.fixture
+    def key_prefix(self) -> str:
+        return f"t-{uuid.uuid4().hex[:16]}/"
+
+
+class S3Fixtures(SharedBucketFixtures):
+    """The S3 backend on moto."""
+
+    @pytest.fixture
+    def backend(self, s3_backend: Backend) -> Backend:
+        return s3_backend
+
+
+class ScpFixtures(SharedBucketFixtures):
+    """The SCP backend on moto."""
+
+    @pytest.fixture
+    def backend(self, scp_backend: Backend) -> Backend:
+        return scp_backend
+
+
+class TestS3Backend(S3Fixtures, BackendConformance):
+    """Every conformance test, on S3 (moto)."""
+
+
+class TestScpBackend(ScpFixtures, BackendConformance):
+    """Every conformance test, on SCP's S3 profile (moto)."""
