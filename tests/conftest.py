@@ -33,14 +33,11 @@ SMALL = synxfer.TransferConfig(max_threads=4, part_size=PART, multipart_threshol
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 for the whole session."""
-    from moto.server import ThreadedMotoServer
+    """A moto S3 server on 127.0.0.1 for the whole session; it verifies Content-MD5."""
+    from synxfer.testing.servers import moto_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_server() as server:
+        yield server.endpoint_url
 
 
 @pytest.fixture

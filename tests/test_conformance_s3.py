@@ -5,16 +5,16 @@ backend is opened once for the module (on a module-scoped event loop) on one
 fresh bucket, and every test works under its own unique key prefix -- the
 ``key_prefix`` hook of :class:`~synxfer.testing.BackendFixtures`.
 
-moto does not verify ``Content-MD5`` (real S3 and SCP answer ``BadDigest``),
-so the kit's wrong-checksum tests are listed in ``conformance_skips`` with
-that reason.
+Bare moto does not verify ``Content-MD5``; the server from
+:func:`synxfer.testing.servers.moto_server` does (as S3 and SCP do), so the
+kit's wrong-checksum tests run for real.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -26,15 +26,6 @@ from synxfer_s3 import S3Backend
 from synxfer_scp import ScpBackend
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-MOTO_SKIPS: Mapping[str, str] = dict.fromkeys(
-    (
-        "test_put_wrong_checksum_rejected",
-        "test_put_wrong_checksum_keeps_old",
-        "test_upload_part_wrong_checksum_rejected",
-    ),
-    "moto does not verify Content-MD5 (S3 and SCP answer BadDigest)",
-)
 
 _ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -89,8 +80,6 @@ async def scp_backend(moto: MotoServer, s3_admin: Any) -> AsyncIterator[Backend]
 
 class SharedBucketFixtures(BackendFixtures):
     """One backend per module; a unique key prefix per test."""
-
-    conformance_skips: ClassVar[Mapping[str, str]] = MOTO_SKIPS
 
     @pytest.fixture
     def key_prefix(self) -> str:

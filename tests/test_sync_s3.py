@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
 import synxfer
+import synxfer.layers
 from synxfer import Action, EventKind, MiB
 
 from .conftest import PART, SMALL, tree
@@ -389,3 +391,41 @@ async def test_failing_event_callback_does_not_fail_transfers(
         r = await c.sync_to(src, f"s3://{bucket}/p")
     assert r.ok
     assert r.files_transferred == 2
+
+
+class _CorruptOnce(synxfer.layers.Layer):
+    """Flips one byte of the first put and the first part in flight, keeping
+    the checksum of the original bytes: what a bad NIC or proxy would do."""
+
+    def __init__(self, inner: synxfer.Backend) -> None:
+        super().__init__(inner)
+        self.corrupted: set[str] = set()
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        if op in ("put", "upload_part") and op not in self.corrupted:
+            self.corrupted.add(op)
+            data_at = 1 if op == "put" else 2
+            bad = bytearray(args[data_at])
+            bad[len(bad) // 2] ^= 0x01
+            args = (*args[:data_at], bytes(bad), *args[data_at + 1 :])
+        return await fn(*args)
+
+
+async def test_corruption_in_flight_is_refused_and_retried(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = make_tree({"small": 1000, "big": 2 * PART + 10})
+    layers: list[_CorruptOnce] = []
+
+    def corrupt(b: synxfer.Backend) -> synxfer.Backend:
+        layers.append(_CorruptOnce(b))
+        return layers[-1]
+
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint, layers=[corrupt]) as c:
+        r = await c.sync_to(src, f"s3://{bucket}/p")
+        assert r.ok, r.failures
+        assert layers[0].corrupted == {"put", "upload_part"}
+        assert r.retries == 2  # the server refused both corrupted bodies (BadDigest)
+        down = await c.sync_from(f"s3://{bucket}/p", tmp_path / "d")
+    assert down.ok
+    assert tree(tmp_path / "d") == tree(src)

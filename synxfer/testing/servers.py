@@ -8,11 +8,12 @@
   can slow data requests down so concurrency builds up.
 
 Every server binds 127.0.0.1 on a free port and serves path-style S3 at
-``endpoint_url``. moto keeps its state per process: in-process servers share
-buckets with each other (and with ``moto.mock_aws``), so tests should use
-fresh bucket names. Clients need some credentials; tests usually set
-``AWS_ACCESS_KEY_ID=testing`` and ``AWS_SECRET_ACCESS_KEY=testing``. These
-helpers set no environment variables themselves.
+``endpoint_url``, and, like real S3 and unlike bare moto, refuses a body
+whose ``Content-MD5`` does not match (:class:`VerifyContentMD5`). moto keeps
+its state per process: in-process servers share buckets with each other (and
+with ``moto.mock_aws``), so tests should use fresh bucket names. Clients need
+some credentials; tests usually set ``AWS_ACCESS_KEY_ID=testing`` and
+``AWS_SECRET_ACCESS_KEY=testing``. These helpers set no environment variables.
 
 moto (``pip install 'synxfer[testing]'``) is imported only when a server
 starts.
@@ -20,9 +21,12 @@ starts.
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import dataclasses
+import hashlib
+import io
 import os
 import selectors
 import subprocess
@@ -44,6 +48,7 @@ __all__ = [
     "MotoProcess",
     "MotoServer",
     "RequestStats",
+    "VerifyContentMD5",
     "counting_moto_server",
     "cpu_seconds",
     "moto_server",
@@ -55,11 +60,43 @@ HOST = "127.0.0.1"
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def _moto_app() -> WSGIApp:
+def _moto_app(verify_md5: bool = True) -> WSGIApp:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     app: WSGIApp = DomainDispatcherApplication(create_backend_app)
-    return app
+    return VerifyContentMD5(app) if verify_md5 else app
+
+
+class VerifyContentMD5:
+    """WSGI middleware: reject a body whose ``Content-MD5`` does not match it.
+
+    Real S3 (and SCP) answer ``400 BadDigest``; moto does not check at all, so
+    without this layer no test could see a corrupted part being refused.
+    Bodies without the header pass untouched.
+    """
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        sent = environ.get("HTTP_CONTENT_MD5")
+        if sent is not None:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+            actual = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()
+            if sent.strip() != actual:
+                xml = (
+                    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadDigest</Code>'
+                    b"<Message>The Content-MD5 you specified did not match what we received."
+                    b"</Message></Error>"
+                )
+                start_response(
+                    "400 Bad Request",
+                    [("Content-Type", "application/xml"), ("Content-Length", str(len(xml)))],
+                )
+                return [xml]
+        return self.app(environ, start_response)
 
 
 def _make_server(app: WSGIApp) -> BaseWSGIServer:
