@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .._config import TransferConfig
-from .._exceptions import SynxferError
+from .._exceptions import BackendError, SynxferError
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
 from .budget import BufferPool, ByteBudget
 
@@ -69,12 +69,18 @@ _current: contextvars.ContextVar[tuple[Run, Job] | None] = contextvars.ContextVa
 )
 
 
-def describe_error(exc: BaseException) -> str:
-    """A one-line, user-facing description of why a file failed."""
+def describe_error(exc: BaseException, named: tuple[str, ...] = ()) -> str:
+    """A one-line, user-facing description of why a file failed.
+
+    A backend error's URL is left out when it is one of ``named`` (the
+    caller's message already shows it).
+    """
     if isinstance(exc, BaseExceptionGroup):
         # A part failed and cancelled its siblings: report the first real cause.
         leaves = [e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)]
-        return describe_error(leaves[0]) if leaves else "cancelled"
+        return describe_error(leaves[0], named) if leaves else "cancelled"
+    if isinstance(exc, BackendError) and exc.url in named and exc.args:
+        return str(exc.args[0])
     if isinstance(exc, SynxferError):
         return str(exc)
     if isinstance(exc, OSError):
@@ -166,7 +172,7 @@ class Engine:
         self._event(EventKind.SKIPPED, job, run, error=reason)
 
     def failed(self, run: Run, job: Job, exc: BaseException | str) -> None:
-        msg = exc if isinstance(exc, str) else describe_error(exc)
+        msg = exc if isinstance(exc, str) else describe_error(exc, (job.src, job.dst))
         path = job.src if job.action is not Action.DELETE else job.dst
         run.result.failures.append(FileFailure(path, job.action, msg))
         self._event(EventKind.FAILED, job, run, error=msg)
