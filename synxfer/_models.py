@@ -34,6 +34,10 @@ class ObjectInfo:
     ``metadata["mtime"]`` (the key rclone uses, so both tools agree).
     ``etag`` is the backend's opaque version tag, quotes stripped.
     ``metadata`` is user metadata; listings may leave it empty.
+    ``checksums`` are whole-object checksums the *server* vouches for, by
+    algorithm, base64-encoded as on the wire: ``{"crc32c": "…", "md5": "…"}``.
+    A backend fills in only what its service reports; the engine verifies
+    downloads against them.
     """
 
     key: str
@@ -42,6 +46,7 @@ class ObjectInfo:
     etag: str | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     content_type: str | None = None
+    checksums: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ def resolve(scheme: str) -> BackendFactory:
         raise UnknownScheme(msg)
     try:
         factory: BackendFactory = eps[0].load()
-    except ImportError as exc:
+    except (ImportError, AttributeError) as exc:
         msg = f"the backend for {scheme}:// could not be imported ({exc})"
         if hint:
             msg += f"; install it with: {hint}"
