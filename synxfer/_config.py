@@ -63,7 +63,13 @@ class TransferConfig:
         Bytes of file data held in memory at once, across all files. Default
         ``max_threads * part_size``.
     ``connect_timeout`` / ``read_timeout``
-        Seconds, passed to backends for their network calls.
+        Seconds, passed to backends for their network calls. ``read_timeout``
+        is also the stall timeout: a connection silent that long is dropped
+        and the request retried.
+    ``resume`` / ``state_dir``
+        Keep a journal of multipart uploads and ranged downloads in progress
+        (SQLite, under ``state_dir``, default ``~/.cache/synxfer``), so an
+        interrupted run resumes where it stopped instead of starting over.
     """
 
     max_threads: int = field(default_factory=default_max_threads)
@@ -74,6 +80,8 @@ class TransferConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
+    resume: bool = True
+    state_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_threads < 1:

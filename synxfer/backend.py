@@ -80,6 +80,8 @@ class Capabilities:
     metadata: bool = True
     batch_delete: bool = False
     part_checksum: ChecksumAlgorithm | None = "md5"
+    #: ``list_parts`` works, so an interrupted multipart upload can be resumed.
+    list_parts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +230,11 @@ class Backend(abc.ABC):
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         """Discard a multipart upload and its parts; no partial object remains."""
         raise NotImplementedError(f"{type(self).__name__} has no multipart upload")
+
+    async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
+        """The parts the server holds for an upload in progress, by number
+        (if ``list_parts``). Raises NotFound if the upload no longer exists."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list parts")
 
     # -- conveniences built on the primitives --------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ _FAKE_ENV = {
 for _k in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
     os.environ.pop(_k, None)
 os.environ.update(_FAKE_ENV)
+# The resume journal goes to a throwaway cache directory, never ~/.cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="synxfer-test-cache-")
 
 #: Small parts keep tests fast; 5 MiB is S3's (and moto's) minimum part size.
 PART = 5 * MiB

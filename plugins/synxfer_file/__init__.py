@@ -106,6 +106,7 @@ _HIDDEN = re.compile(
     r"^\..*\.synxfer-meta$|^\..*\.synxfer-tmp-[0-9a-f]{16}$|^\.synxfer-mpu-[0-9a-f]{32}$",
     re.DOTALL,
 )
+_PART_FILE = re.compile(r"^part-(\d{5})$")
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 
 #: errno values worth retrying: the condition is expected to pass.
@@ -179,6 +180,7 @@ class FileBackend(Backend):
         metadata=True,
         batch_delete=False,
         part_checksum="md5",
+        list_parts=True,
     )
 
     def __init__(self, bucket: str, options: BackendOptions | None = None) -> None:
@@ -273,6 +275,26 @@ class FileBackend(Backend):
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         """Remove the upload's staging directory; an unknown upload is fine."""
         await asyncio.to_thread(self._abort_sync, upload)
+
+    async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
+        """The staged parts of an upload in progress (their MD5s read back)."""
+        return await asyncio.to_thread(self._list_parts_sync, upload)
+
+    def _list_parts_sync(self, upload: MultipartUpload) -> list[CompletedPart]:
+        with self._errors(upload.key):
+            staging, _ = self._load_upload(upload)
+            parts = []
+            for name in sorted(os.listdir(staging)):
+                m = _PART_FILE.match(name)
+                if m is None:
+                    continue
+                digest = _md5()
+                with open(os.path.join(staging, name), "rb") as f:
+                    while chunk := f.read(_CHUNK):
+                        digest.update(chunk)
+                size = os.path.getsize(os.path.join(staging, name))
+                parts.append(CompletedPart(int(m.group(1)), digest.hexdigest(), size))
+        return parts
 
     # -- keys and paths ------------------------------------------------------
 

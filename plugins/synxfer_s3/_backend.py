@@ -107,6 +107,7 @@ class S3Backend(Backend):
         metadata=True,
         batch_delete=True,
         part_checksum="md5",
+        list_parts=True,
     )
 
     #: Signing region when neither ``options.region`` nor the AWS chain names one.
@@ -611,6 +612,25 @@ class S3Backend(Backend):
         except NotFound:
             return None
         return info if info.etag == expected else None
+
+    async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
+        parts: list[CompletedPart] = []
+        marker = 0
+        with self._guard(upload.key):
+            while True:
+                resp = await self._s3.list_parts(
+                    Bucket=self.bucket,
+                    Key=upload.key,
+                    UploadId=upload.upload_id,
+                    PartNumberMarker=marker,
+                )
+                for p in resp.get("Parts", []):
+                    parts.append(
+                        CompletedPart(p["PartNumber"], p["ETag"].strip('"'), p["Size"])
+                    )
+                if not resp.get("IsTruncated"):
+                    return parts
+                marker = int(resp["NextPartNumberMarker"])
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         with self._guard(upload.key):

@@ -89,6 +89,18 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         help="multipart part size, e.g. 8MiB, 16M, 65536 (default: 8MiB)",
     )
     group.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=default(None),
+        help="where the resume journal lives (default: ~/.cache/synxfer)",
+    )
+    group.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=default(True),
+        help="journal multipart transfers so an interrupted run resumes (default: on)",
+    )
+    group.add_argument(
         "--follow-symlinks",
         action=argparse.BooleanOptionalAction,
         default=default(False),
@@ -275,11 +287,13 @@ def _check_locations(args: argparse.Namespace) -> None:
 
 
 def _config(args: argparse.Namespace) -> TransferConfig | None:
-    changes = {
+    changes: dict[str, Any] = {
         name: getattr(args, name)
-        for name in ("max_threads", "max_files", "part_size")
+        for name in ("max_threads", "max_files", "part_size", "state_dir")
         if getattr(args, name) is not None
     }
+    if not args.resume:
+        changes["resume"] = False
     return TransferConfig(**changes) if changes else None
 
 

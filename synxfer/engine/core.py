@@ -22,15 +22,18 @@ import asyncio
 import concurrent.futures
 import contextvars
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from .._config import TransferConfig
 from .._exceptions import BackendError, SynxferError
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
 from .budget import BufferPool, ByteBudget
+from .journal import Journal, default_state_dir
 
 __all__ = ["Engine", "Job", "Run", "describe_error"]
 
@@ -109,9 +112,46 @@ class Engine:
         self.files = asyncio.Semaphore(config.max_files)
         self.budget = ByteBudget(config.memory_budget)
         self.buffers = BufferPool(config.part_size, config.memory_budget)
+        self._journal_thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="synxfer-journal"
+        )
+        self._journal: Journal | None = None
+        self._journal_broken = False
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
+        if self._journal is not None:
+            self._journal_thread.submit(self._journal.close).result()
+        self._journal_thread.shutdown(wait=True)
+
+    # -- the resume journal --------------------------------------------------
+
+    @property
+    def resumable(self) -> bool:
+        """True when transfers keep a journal (and so survive interruption)."""
+        return self.config.resume and not self._journal_broken
+
+    async def journal(self, op: str, *args: Any) -> Any:
+        """``Journal.<op>(*args)`` on the journal's own thread; None if resume is off.
+
+        A journal that cannot be opened or written (read-only cache dir, full
+        disk) turns resume off for this client with a warning; transfers go on.
+        """
+        if not self.resumable:
+            return None
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._journal_thread, self._journal_call, op, args)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("the resume journal is unusable (%s); continuing without resume", exc)
+            self._journal_broken = True
+            return None
+
+    def _journal_call(self, op: str, args: tuple[Any, ...]) -> Any:
+        if self._journal is None:
+            state = self.config.state_dir
+            self._journal = Journal(Path(state) if state else default_state_dir())
+        return getattr(self._journal, op)(*args)
 
     # -- running -------------------------------------------------------------
 

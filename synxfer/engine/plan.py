@@ -21,14 +21,16 @@ MD5 ETags, reading the local file once to hash it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._exceptions import UnsafePathError
-from .._models import Action, ObjectInfo
+from .._exceptions import IntegrityError, UnsafePathError
+from .._models import Action, MultipartUpload, ObjectInfo
 from ..backend import Backend
 from .core import Engine, Job, Run
 from .filters import Filters
@@ -50,6 +52,8 @@ __all__ = [
     "plan_download",
     "plan_upload",
 ]
+
+log = logging.getLogger("synxfer")
 
 _NS = 1_000_000_000
 #: Keys per batched delete request (S3's DeleteObjects limit).
@@ -235,9 +239,17 @@ class DownloadJob(_TransferJob):
         self.dst = self.dst or str(self.dest)
 
     async def transfer(self, engine: Engine) -> int:
-        return await download_object(
-            engine, self.backend, self.key, self.dest, self.size, self.etag
-        )
+        try:
+            return await download_object(
+                engine, self.backend, self.key, self.dest, self.size, self.etag
+            )
+        except IntegrityError as exc:
+            # Corrupt or short data that passed the transport: fetch the
+            # whole file once more before giving up on it.
+            engine.on_retry("download", 1, exc)
+            return await download_object(
+                engine, self.backend, self.key, self.dest, self.size, self.etag
+            )
 
 
 @dataclass
@@ -375,7 +387,26 @@ async def plan_upload(
             if rel not in present and filters.included(rel) and not _under(rel, protected)
         ]
         jobs.extend(delete_jobs(backend, doomed))
+    await _abort_abandoned_uploads(engine, backend, prefix, {j.dst for j in jobs})
     return jobs
+
+
+async def _abort_abandoned_uploads(
+    engine: Engine, backend: Backend, prefix: str, wanted: set[str]
+) -> None:
+    """Abort journaled uploads under ``prefix`` that this run will not resume.
+
+    They belong to files since deleted, excluded or already in place; left
+    alone they would hold storage on the server forever.
+    """
+    for dest, upload_id in await engine.journal("uploads_under", backend.url(prefix)) or []:
+        if dest in wanted:
+            continue
+        key = dest[len(backend.url("")) :]
+        with contextlib.suppress(Exception):
+            await backend.abort_multipart(MultipartUpload(key, upload_id))
+        await engine.journal("upload_done", dest)
+        log.info("aborted the abandoned multipart upload of %s", dest)
 
 
 async def plan_download(

@@ -13,14 +13,13 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 
-from .._exceptions import IntegrityError, PreconditionFailed, SourceChangedError
+from .._exceptions import IntegrityError, NotFound, PreconditionFailed, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend
 from .core import Engine
-from .localfile import LocalFile, identity, temp_path_for
+from .localfile import TEMP_SUFFIX, LocalFile, identity, temp_path_for
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, stored_mtime, stored_part_size
 from .parts import etag_parts, multipart_etag, part_ranges, plan_part_size
 
@@ -86,17 +85,75 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
 
         part_size = plan_part_size(size, cfg.part_size, caps)
         metadata[PART_SIZE_KEY] = str(part_size)
-        upload = await backend.create_multipart(key, WriteOptions(metadata))
+        dest = backend.url(key)
+        upload, done = await _resume_upload(engine, backend, key, path, before, part_size)
+        if upload is None:
+            upload = await backend.create_multipart(key, WriteOptions(metadata))
+            await engine.journal(
+                "upload_start", dest, str(path), before, upload.upload_id, part_size
+            )
         try:
-            parts = await _send_parts(engine, f, backend, upload, size, part_size)
+            sent = await _send_parts(engine, f, backend, upload, size, part_size, done)
             await check_unchanged()
-            await backend.complete_multipart(upload, parts)
+            await backend.complete_multipart(upload, sorted(done.values(), key=_number))
+        except asyncio.CancelledError:
+            # Interrupted (Ctrl-C, shutdown): with a journal the upload resumes
+            # on the next run; without one nothing could, so discard it.
+            if not engine.resumable:
+                await _abort(backend, upload)
+            raise
         except BaseException:
             await _abort(backend, upload)
+            await engine.journal("upload_done", dest)
             raise
-        return size
+        await engine.journal("upload_done", dest)
+        return sent
     finally:
         await f.close()
+
+
+def _number(part: CompletedPart) -> int:
+    return part.number
+
+
+async def _resume_upload(
+    engine: Engine,
+    backend: Backend,
+    key: str,
+    path: Path,
+    ident: tuple[int, int, int, int],
+    part_size: int,
+) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
+    """An upload of ``path`` to ``key`` left by an earlier run, and its parts
+    that both the journal and the server (ListParts) hold with the same ETag.
+
+    A journal entry for another file, another version of this one (size,
+    mtime or inode differ) or another part size is stale: its upload is
+    aborted and forgotten.
+    """
+    dest = backend.url(key)
+    entry = await engine.journal("upload_get", dest)
+    if entry is None:
+        return None, {}
+    upload = MultipartUpload(key, entry.upload_id)
+    same = entry.src == str(path) and entry.identity == ident and entry.part_size == part_size
+    if same and backend.capabilities.list_parts:
+        try:
+            on_server = {p.number: p for p in await backend.list_parts(upload)}
+        except NotFound:
+            on_server = None  # the upload was completed or aborted meanwhile
+        if on_server is not None:
+            done = {
+                n: on_server[n]
+                for n, (etag, size) in entry.parts.items()
+                if n in on_server and (on_server[n].etag, on_server[n].size) == (etag, size)
+            }
+            log.info("resuming %s: %d part(s) already on the server", dest, len(done))
+            return upload, done
+    else:
+        await _abort(backend, upload)
+    await engine.journal("upload_done", dest)
+    return None, {}
 
 
 async def _send_parts(
@@ -106,29 +163,37 @@ async def _send_parts(
     upload: MultipartUpload,
     size: int,
     part_size: int,
-) -> list[CompletedPart]:
+    done: dict[int, CompletedPart],
+) -> int:
+    """Send every part not in ``done`` (adding them to it); returns bytes sent."""
     algorithm = backend.capabilities.part_checksum
-    ranges = part_ranges(size, part_size)
-    done: list[CompletedPart | None] = [None] * len(ranges)
+    dest = backend.url(upload.key)
+    sent = 0
 
-    async def send(index: int, offset: int, length: int, granted: int) -> None:
+    async def send(number: int, offset: int, length: int, granted: int) -> None:
+        nonlocal sent
         buf = engine.buffers.get(length)
         try:
             n, checksum = await f.read_into(buf, offset, algorithm)
             if n != length:
                 raise SourceChangedError(f"{f.path} shrank while it was being uploaded")
-            done[index] = await backend.upload_part(upload, index + 1, buf, checksum)
+            part = await backend.upload_part(upload, number, buf, checksum)
         finally:
             engine.buffers.put(buf)
             engine.budget.release(granted)
+        done[number] = part
+        sent += length
+        await engine.journal("upload_part", dest, upload.upload_id, number, part.etag, part.size)
         engine.progress(length)
 
     async with asyncio.TaskGroup() as tg:
-        for index, (offset, length) in enumerate(ranges):
+        for index, (offset, length) in enumerate(part_ranges(size, part_size)):
+            if index + 1 in done:
+                continue
             # Reserve the part's memory before its task exists: back-pressure.
             granted = await engine.budget.acquire(length)
-            tg.create_task(send(index, offset, length, granted))
-    return [p for p in done if p is not None]
+            tg.create_task(send(index + 1, offset, length, granted))
+    return sent
 
 
 async def _abort(backend: Backend, upload: MultipartUpload) -> None:
@@ -157,70 +222,91 @@ async def download_object(
     dest: Path,
     size: int,
     etag: str | None = None,
-    on_info: Callable[[ObjectInfo], None] | None = None,
 ) -> int:
-    """Download ``key`` (expected ``size`` bytes) to ``dest``; returns bytes written.
+    """Download ``key`` (expected ``size`` bytes) to ``dest``; returns bytes fetched.
 
     Parts are written with positional writes into a hidden temp file beside
     ``dest``, checked, given the source's mtime, then renamed over ``dest``
-    atomically. On any failure the temp file is removed: no file that looks
-    whole is ever left behind. Every ranged GET after the first carries the
-    first response's ETag (If-Match), so an object replaced mid-download is
-    detected instead of stitched together.
+    atomically. On failure the temp file is removed: no file that looks whole
+    is ever left behind. When interrupted (cancelled) with the journal on,
+    the temp file and the journal entry stay, and the next run fetches only
+    the missing parts. Every ranged GET after the first carries the object's
+    ETag (If-Match), so an object replaced mid-download is detected instead
+    of stitched together.
     """
     cfg = engine.config
     caps = backend.capabilities
     loop = asyncio.get_running_loop()
     part_size = plan_part_size(size, cfg.part_size, caps) if caps.ranged_reads else max(size, 1)
     ranges = part_ranges(size, part_size)
-
+    src = backend.url(key)
     await loop.run_in_executor(engine.executor, _makedirs, dest.parent)
-    tmp = temp_path_for(dest)
-    f = await LocalFile.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, engine.executor)
-    committed = False
-    try:
-        await f.allocate(size)
-        digests: list[bytes | None] = [None] * len(ranges)
 
-        # The first part tells us the object's etag and metadata.
-        length0 = ranges[0][1]
-        granted = await engine.budget.acquire(length0)
-        try:
-            res = await backend.read(key, 0, None if len(ranges) == 1 else length0, if_match=etag)
-            info = res.info
-            if info.size != size:
-                raise PreconditionFailed(
-                    f"changed on the server during the download (size {size} -> {info.size}); "
-                    f"run the command again",
-                    url=backend.url(key),
+    resumable = engine.resumable
+    tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
+    digests: list[bytes | None] = [None] * len(ranges)
+    info = await _resume_download(engine, backend, key, dest, tmp, size, part_size, digests)
+    if info is None:
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if resumable else os.O_EXCL)
+    else:
+        flags = os.O_WRONLY
+    f = await LocalFile.open(tmp, flags, engine.executor)
+    committed = keep = False
+    fetched = 0
+    try:
+        if info is None:
+            await f.allocate(size)
+            # The first part tells us the object's etag and metadata.
+            length0 = ranges[0][1]
+            granted = await engine.budget.acquire(length0)
+            try:
+                res = await backend.read(
+                    key, 0, None if len(ranges) == 1 else length0, if_match=etag
                 )
-            _check_length(backend, key, 0, length0, res.data)
-            digests[0] = await f.write(0, res.data, md5=True)
-            del res
-        finally:
-            engine.budget.release(granted)
-        engine.progress(length0)
-        if on_info is not None:
-            on_info(info)
+                info = res.info
+                if info.size != size:
+                    raise PreconditionFailed(
+                        f"changed on the server during the download "
+                        f"(size {size} -> {info.size}); run the command again",
+                        url=src,
+                    )
+                _check_length(backend, key, 0, length0, res.data)
+                digests[0] = await f.write(0, res.data, md5=True)
+                del res
+            finally:
+                engine.budget.release(granted)
+            fetched += length0
+            await engine.journal(
+                "download_start", str(dest), src, info.etag, size, part_size, str(tmp)
+            )
+            await engine.journal("download_part", str(dest), str(tmp), 1, digests[0])
+            engine.progress(length0)
 
         verify = _expected_etag_parts(info, size, part_size, len(ranges))
+        if verify is not None and b"" in digests:
+            verify = None  # an earlier run wrote some parts without their MD5
         if_match = info.etag or etag
 
         async def fetch(index: int, offset: int, length: int, granted: int) -> None:
+            nonlocal fetched
             try:
                 r = await backend.read(key, offset, length, if_match=if_match)
                 _check_length(backend, key, offset, length, r.data)
-                digests[index] = await f.write(offset, r.data, md5=verify is not None)
+                digest = await f.write(offset, r.data, md5=verify is not None) or b""
                 del r
             finally:
                 engine.budget.release(granted)
+            digests[index] = digest
+            fetched += length
+            await engine.journal("download_part", str(dest), str(tmp), index + 1, digest)
             engine.progress(length)
 
-        if len(ranges) > 1:
-            async with asyncio.TaskGroup() as tg:
-                for index, (offset, length) in enumerate(ranges[1:], start=1):
-                    g = await engine.budget.acquire(length)
-                    tg.create_task(fetch(index, offset, length, g))
+        async with asyncio.TaskGroup() as tg:
+            for index, (offset, length) in enumerate(ranges):
+                if digests[index] is not None:
+                    continue  # written already, in this run or an earlier one
+                g = await engine.budget.acquire(length)
+                tg.create_task(fetch(index, offset, length, g))
 
         if verify is not None:
             _verify_etag(backend, key, info.etag, verify, digests)
@@ -232,12 +318,70 @@ async def download_object(
         await f.close()
         await loop.run_in_executor(engine.executor, os.replace, tmp, dest)
         committed = True
-        return size
+        await engine.journal("download_done", str(dest))
+        return fetched
+    except asyncio.CancelledError:
+        keep = resumable  # the next run picks up from the journal
+        raise
+    except BaseException:
+        await engine.journal("download_done", str(dest))
+        raise
     finally:
         if not committed:
             await f.close()
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            if not keep:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def resume_temp_path(dest: Path) -> Path:
+    """The temp file a resumable download of ``dest`` uses (stable across runs)."""
+    return dest.with_name(f".{dest.name}{TEMP_SUFFIX}")
+
+
+async def _resume_download(
+    engine: Engine,
+    backend: Backend,
+    key: str,
+    dest: Path,
+    tmp: Path,
+    size: int,
+    part_size: int,
+    digests: list[bytes | None],
+) -> ObjectInfo | None:
+    """The object's info if an earlier run's temp file can be continued.
+
+    Fills ``digests`` with the parts already written. A download of another
+    object, another version (ETag or size differ) or with another part size
+    is stale: its temp file is removed and its entry forgotten.
+    """
+    entry = await engine.journal("download_get", str(dest))
+    if entry is None:
+        return None
+    src = backend.url(key)
+    usable = (entry.src, entry.size, entry.part_size, entry.temp) == (
+        src,
+        size,
+        part_size,
+        str(tmp),
+    ) and entry.etag is not None
+    if usable:
+        try:
+            usable = os.stat(tmp).st_size == size
+        except OSError:
+            usable = False
+    if usable:
+        info: ObjectInfo = await backend.stat(key)
+        if info.etag == entry.etag and info.size == size:
+            for number, md5 in entry.parts.items():
+                if 1 <= number <= len(digests):
+                    digests[number - 1] = md5 if md5 is not None else b""
+            log.info("resuming %s: %d part(s) already written", dest, len(entry.parts))
+            return info
+    with contextlib.suppress(OSError):
+        os.unlink(entry.temp)
+    await engine.journal("download_done", str(dest))
+    return None
 
 
 def _makedirs(path: Path) -> None:

@@ -99,3 +99,6 @@ class Layer(Backend):
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         await self._call("abort_multipart", self.inner.abort_multipart, upload)
+
+    async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
+        return await self._call("list_parts", self.inner.list_parts, upload)

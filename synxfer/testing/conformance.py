@@ -597,6 +597,29 @@ class MultipartTests(_Kit):
             assert got.data == data[ps - 10 : ps + 10], "a range across a part boundary"
         assert await _keys(backend, key_prefix) == [key]
 
+    @requires("multipart", "list_parts")
+    async def test_list_parts_reports_uploaded_parts(
+        self, backend: Backend, key_prefix: str
+    ) -> None:
+        """What resume relies on: the server's view of an upload in progress."""
+        ps = _part_size(backend)
+        key = key_prefix + "mpu/listed.bin"
+        upload = await backend.create_multipart(key, WriteOptions())
+        algorithm = backend.capabilities.part_checksum
+        sent = {}
+        for number, size in ((1, ps), (3, 9)):
+            data = _payload(size, seed=40 + number)
+            sent[number] = await backend.upload_part(
+                upload, number, data, make_checksum(algorithm, data)
+            )
+        listed = await backend.list_parts(upload)
+        assert sorted((p.number, p.etag, p.size) for p in listed) == sorted(
+            (p.number, p.etag, p.size) for p in sent.values()
+        )
+        await backend.abort_multipart(upload)
+        with pytest.raises(NotFound):
+            await backend.list_parts(upload)
+
     @requires("multipart")
     async def test_multipart_parts_out_of_order(self, backend: Backend, key_prefix: str) -> None:
         ps = _part_size(backend)

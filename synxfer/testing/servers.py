@@ -328,6 +328,8 @@ class RequestStats:
     max_files_in_flight: int = 0
     total_requests: int = 0
     total_part_requests: int = 0
+    #: Body bytes of the data uploads (PutObject, UploadPart) begun.
+    upload_bytes: int = 0
     ops: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
 
@@ -473,6 +475,9 @@ class _CountingMiddleware:
             return start_response(status_line, headers, exc_info)
 
         self._begin(req)
+        if req.is_part and environ.get("REQUEST_METHOD") == "PUT":
+            with self.lock:
+                self.stats.upload_bytes += int(environ.get("CONTENT_LENGTH") or 0)
         try:
             if req.is_part and self.delay > 0:
                 time.sleep(self.delay)
@@ -563,7 +568,7 @@ class CountingMotoServer:
         """Zero totals, op counts and maxima (maxima restart from the current values)."""
         with self.lock:
             s = self.stats
-            s.total_requests = s.total_part_requests = 0
+            s.total_requests = s.total_part_requests = s.upload_bytes = 0
             s.ops.clear()
             s.max_concurrent_requests = s.requests_in_flight
             s.max_concurrent_part_requests = s.part_requests_in_flight

@@ -1,0 +1,194 @@
+"""The resume journal: what a multipart upload or a ranged download has done.
+
+A small SQLite database (standard library) under the state directory. For an
+upload in progress it records the source file's identity (path, device,
+inode, size, mtime), the multipart upload id, the part size and every part
+the server acknowledged with its ETag; for a download in progress, the
+object's ETag and size, the part size, the temp file and each part written
+with its MD5. After a crash, kill -9 or Ctrl-C the same command resumes from
+there: the upload is reconciled with the server (ListParts) and only the
+missing parts are sent; the download rewrites only the missing ranges.
+
+Entries are removed when a transfer completes or is given up. SQLite runs
+in WAL mode with ``synchronous=NORMAL``: every acknowledged write survives
+the death of the process (not necessarily of the machine). All calls block;
+the engine makes them from one dedicated thread, never the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DownloadEntry", "Journal", "UploadEntry", "default_state_dir"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS uploads (
+    dest TEXT PRIMARY KEY, src TEXT NOT NULL, dev INTEGER, ino INTEGER, size INTEGER,
+    mtime_ns INTEGER, upload_id TEXT NOT NULL, part_size INTEGER, started REAL
+);
+CREATE TABLE IF NOT EXISTS upload_parts (
+    dest TEXT NOT NULL, upload_id TEXT NOT NULL, number INTEGER NOT NULL,
+    etag TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY (dest, upload_id, number)
+);
+CREATE TABLE IF NOT EXISTS downloads (
+    dest TEXT PRIMARY KEY, src TEXT NOT NULL, etag TEXT, size INTEGER, part_size INTEGER,
+    temp TEXT NOT NULL, started REAL
+);
+CREATE TABLE IF NOT EXISTS download_parts (
+    dest TEXT NOT NULL, temp TEXT NOT NULL, number INTEGER NOT NULL, md5 BLOB,
+    PRIMARY KEY (dest, temp, number)
+);
+"""
+
+
+def default_state_dir() -> Path:
+    """``$XDG_CACHE_HOME/synxfer``, else ``~/.cache/synxfer``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "synxfer"
+
+
+@dataclass(frozen=True, slots=True)
+class UploadEntry:
+    dest: str
+    src: str
+    identity: tuple[int, int, int, int]  # dev, ino, size, mtime_ns
+    upload_id: str
+    part_size: int
+    parts: dict[int, tuple[str, int]] = field(default_factory=dict)  # number -> (etag, size)
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadEntry:
+    dest: str
+    src: str
+    etag: str | None
+    size: int
+    part_size: int
+    temp: str
+    parts: dict[int, bytes | None] = field(default_factory=dict)  # number -> md5
+
+
+class Journal:
+    """The journal at ``directory/journal.sqlite3``; methods block (use one thread)."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "journal.sqlite3"
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=30
+        )
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"<Journal {self.path}>"
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- uploads ---------------------------------------------------------------
+
+    def upload_get(self, dest: str) -> UploadEntry | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT src, dev, ino, size, mtime_ns, upload_id, part_size FROM uploads "
+                "WHERE dest = ?",
+                (dest,),
+            ).fetchone()
+            if row is None:
+                return None
+            parts = self._db.execute(
+                "SELECT number, etag, size FROM upload_parts WHERE dest = ? AND upload_id = ?",
+                (dest, row[5]),
+            ).fetchall()
+        return UploadEntry(
+            dest, row[0], (row[1], row[2], row[3], row[4]), row[5], row[6],
+            {n: (etag, size) for n, etag, size in parts},
+        )  # fmt: skip
+
+    def upload_start(
+        self,
+        dest: str,
+        src: str,
+        identity: tuple[int, int, int, int],
+        upload_id: str,
+        part_size: int,
+    ) -> None:
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM upload_parts WHERE dest = ?", (dest,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (dest, src, *identity, upload_id, part_size, time.time()),
+            )
+
+    def upload_part(self, dest: str, upload_id: str, number: int, etag: str, size: int) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO upload_parts VALUES (?, ?, ?, ?, ?)",
+                (dest, upload_id, number, etag, size),
+            )
+
+    def upload_done(self, dest: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM upload_parts WHERE dest = ?", (dest,))
+            self._db.execute("DELETE FROM uploads WHERE dest = ?", (dest,))
+
+    def uploads_under(self, prefix: str) -> list[tuple[str, str]]:
+        """``(dest, upload_id)`` of every upload in progress whose URL starts with ``prefix``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT dest, upload_id FROM uploads WHERE substr(dest, 1, ?) = ?",
+                (len(prefix), prefix),
+            ).fetchall()
+        return [(d, u) for d, u in rows]
+
+    # -- downloads -------------------------------------------------------------
+
+    def download_get(self, dest: str) -> DownloadEntry | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT src, etag, size, part_size, temp FROM downloads WHERE dest = ?", (dest,)
+            ).fetchone()
+            if row is None:
+                return None
+            parts = self._db.execute(
+                "SELECT number, md5 FROM download_parts WHERE dest = ? AND temp = ?",
+                (dest, row[4]),
+            ).fetchall()
+        src, etag, size, part_size, temp = row
+        return DownloadEntry(dest, src, etag, size, part_size, temp, dict(parts))
+
+    def download_start(
+        self, dest: str, src: str, etag: str | None, size: int, part_size: int, temp: str
+    ) -> None:
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM download_parts WHERE dest = ?", (dest,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO downloads VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (dest, src, etag, size, part_size, temp, time.time()),
+            )
+
+    def download_part(self, dest: str, temp: str, number: int, md5: bytes | None) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO download_parts VALUES (?, ?, ?, ?)",
+                (dest, temp, number, md5),
+            )
+
+    def download_done(self, dest: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM download_parts WHERE dest = ?", (dest,))
+            self._db.execute("DELETE FROM downloads WHERE dest = ?", (dest,))

@@ -1,0 +1,247 @@
+"""Resume: an interrupted run, rerun, sends only what is missing.
+
+Interruptions here are cancellations of the running operation (what Ctrl-C
+does under ``asyncio.run``); ``test_kill_9_then_rerun`` kills the CLI
+process outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+import synxfer
+from synxfer import EventKind
+from synxfer.engine.journal import Journal
+from synxfer.layers import Layer
+from synxfer.testing.servers import counting_moto_server
+
+from .conftest import PART, SMALL, tree
+
+
+class Counting(Layer):
+    """Counts backend calls by operation (the thing under test stays real)."""
+
+    def __init__(self, inner: synxfer.Backend, counts: Counter[str]) -> None:
+        super().__init__(inner)
+        self.counts = counts
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        self.counts[op] += 1
+        return await fn(*args)
+
+
+def _config(state: Path, **kw: Any) -> synxfer.TransferConfig:
+    return SMALL.evolve(state_dir=str(state), **kw)
+
+
+async def _interrupt_after(
+    op: Callable[[synxfer.Client], Any], client: synxfer.Client, events: list[synxfer.Event], n: int
+) -> None:
+    """Run ``op`` and cancel it once ``n`` PROGRESS events have arrived."""
+    task = asyncio.ensure_future(op(client))
+    while sum(e.kind is EventKind.PROGRESS for e in events) < n:
+        assert not task.done(), "finished before it could be interrupted"
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def _uploads_in_progress(endpoint: str, bucket: str) -> list[str]:
+    resp = boto3.client("s3", endpoint_url=endpoint).list_multipart_uploads(Bucket=bucket)
+    return [u["UploadId"] for u in resp.get("Uploads", [])]
+
+
+async def test_interrupted_upload_resumes_with_missing_parts_only(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = make_tree({"big.bin": 6 * PART + 123})  # 7 parts
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=2)
+    events: list[synxfer.Event] = []
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
+        await _interrupt_after(lambda cl: cl.sync_to(src, url), c, events, 3)
+    # Interrupted with a journal: the multipart upload is kept for the rerun.
+    assert len(_uploads_in_progress(s3_endpoint, bucket)) == 1
+    entry = Journal(tmp_path / "state").upload_get(f"s3://{bucket}/p/big.bin")
+    assert entry is not None
+    journaled = len(entry.parts)
+    assert journaled >= 3  # every part reported as sent was journaled first
+
+    counts: Counter[str] = Counter()
+    async with synxfer.Client(
+        config, endpoint_url=s3_endpoint, layers=[lambda b: Counting(b, counts)]
+    ) as c:
+        r = await c.sync_to(src, url)
+    assert r.ok
+    assert counts["create_multipart"] == 0  # the same upload, continued
+    assert counts["list_parts"] == 1
+    assert counts["upload_part"] == 7 - journaled
+    assert r.bytes_transferred == 6 * PART + 123 - journaled * PART
+    assert _uploads_in_progress(s3_endpoint, bucket) == []
+    data = (
+        boto3.client("s3", endpoint_url=s3_endpoint)
+        .get_object(Bucket=bucket, Key="p/big.bin")["Body"]
+        .read()
+    )
+    assert data == (src / "big.bin").read_bytes()
+
+
+async def test_file_changed_since_interruption_starts_over(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = make_tree({"big.bin": 4 * PART})
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=1)
+    events: list[synxfer.Event] = []
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
+        await _interrupt_after(lambda cl: cl.sync_to(src, url), c, events, 2)
+    (src / "big.bin").write_bytes(os.urandom(4 * PART))  # new content, new mtime
+    counts: Counter[str] = Counter()
+    async with synxfer.Client(
+        config, endpoint_url=s3_endpoint, layers=[lambda b: Counting(b, counts)]
+    ) as c:
+        r = await c.sync_to(src, url)
+    assert r.ok
+    assert counts["abort_multipart"] == 1  # the stale upload is not left behind
+    assert counts["upload_part"] == 4
+    assert _uploads_in_progress(s3_endpoint, bucket) == []
+    got = boto3.client("s3", endpoint_url=s3_endpoint).get_object(Bucket=bucket, Key="p/big.bin")
+    assert got["Body"].read() == (src / "big.bin").read_bytes()
+
+
+async def test_abandoned_upload_is_aborted_on_next_sync(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = make_tree({"big.bin": 3 * PART, "small": 10})
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=1)
+    events: list[synxfer.Event] = []
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
+        await _interrupt_after(lambda cl: cl.sync_to(src, url), c, events, 1)
+    (src / "big.bin").unlink()  # the user gave up on that file
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        assert (await c.sync_to(src, url)).ok
+    assert _uploads_in_progress(s3_endpoint, bucket) == []
+
+
+async def test_without_journal_an_interrupted_upload_is_aborted(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str
+) -> None:
+    src = make_tree({"big.bin": 3 * PART})
+    events: list[synxfer.Event] = []
+    config = SMALL.evolve(resume=False, max_threads=1)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
+        await _interrupt_after(lambda cl: cl.sync_to(src, f"s3://{bucket}/p"), c, events, 1)
+    assert _uploads_in_progress(s3_endpoint, bucket) == []
+
+
+async def test_interrupted_download_resumes_with_missing_ranges_only(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = make_tree({"big.bin": 5 * PART + 7, "small.txt": 5})
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=2)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, url)
+    dst = tmp_path / "dst"
+    events: list[synxfer.Event] = []
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
+        await _interrupt_after(lambda cl: cl.sync_from(url, dst), c, events, 3)
+    # Nothing that looks whole: only the hidden temp file of the big one.
+    visible = [p.name for p in dst.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert "big.bin" not in visible
+    assert [p.name for p in dst.glob(".*")] == [".big.bin.synxfer-part"]
+
+    entry = Journal(tmp_path / "state").download_get(str(dst / "big.bin"))
+    assert entry is not None
+    journaled = len(entry.parts)
+    assert journaled >= 2  # every part reported (3 events, one may be small.txt) was journaled
+
+    counts: Counter[str] = Counter()
+    async with synxfer.Client(
+        config, endpoint_url=s3_endpoint, layers=[lambda b: Counting(b, counts)]
+    ) as c:
+        r = await c.sync_from(url, dst)
+    assert r.ok
+    small_left = "small.txt" not in visible
+    assert counts["read"] == (6 - journaled) + small_left
+    assert r.bytes_transferred == (6 - journaled - 1) * PART + 7 + 5 * small_left
+    assert tree(dst) == tree(src)  # bytes and mtimes; the temp file is gone
+
+
+async def test_object_changed_since_interruption_downloads_afresh(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = make_tree({"big.bin": 4 * PART})
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=1)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, url)
+    dst = tmp_path / "dst"
+    events: list[synxfer.Event] = []
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
+        await _interrupt_after(lambda cl: cl.sync_from(url, dst), c, events, 2)
+    (src / "big.bin").write_bytes(os.urandom(4 * PART))
+    later = time.time_ns() + 10_000_000_000  # clearly newer than the object
+    os.utime(src / "big.bin", ns=(later, later))
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        assert (await c.sync_to(src, url)).files_transferred == 1
+        r = await c.sync_from(url, dst)
+    assert r.ok
+    assert r.bytes_transferred == 4 * PART
+    assert tree(dst) == tree(src)
+
+
+def test_kill_9_then_rerun(make_tree: Callable[..., Path], tmp_path: Path) -> None:
+    """kill -9 the CLI mid-sync; the rerun completes, re-sending little.
+
+    The server (in this process) counts upload bytes and is slowed down so
+    the kill lands mid-transfer. Extra bytes re-sent must stay below one part
+    per file in flight at the kill.
+    """
+    src = make_tree({**{f"s/{i:03d}": 64 * 1024 for i in range(40)}, "big.bin": 8 * PART})
+    total = 40 * 64 * 1024 + 8 * PART
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with counting_moto_server(delay=0.05) as server:
+        boto3.client("s3", endpoint_url=server.endpoint_url).create_bucket(Bucket="kill9")
+        cmd = [
+            sys.executable, "-m", "synxfer.cli.main", "sync", str(src), "s3://kill9/p",
+            "--endpoint-url", server.endpoint_url, "--part-size", "5MiB",
+            "--max-threads", "3", "--max-files", "4", "-q",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while server.snapshot().upload_bytes < total // 2:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        sent_before = server.snapshot().upload_bytes
+        assert sent_before < total
+
+        rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert rerun.returncode == 0, rerun.stderr
+        sent_total = server.snapshot().upload_bytes
+        s3 = boto3.client("s3", endpoint_url=server.endpoint_url)
+        body = s3.get_object(Bucket="kill9", Key="p/big.bin")["Body"].read()
+        assert body == (src / "big.bin").read_bytes()
+        listed = s3.list_objects_v2(Bucket="kill9", Prefix="p/")["KeyCount"]
+        assert listed == 41
+        assert s3.list_multipart_uploads(Bucket="kill9").get("Uploads", []) == []
+    extra = sent_total - total
+    # At most max_threads (3) parts were in flight at the kill.
+    assert 0 <= extra <= 3 * PART, f"re-sent {extra} extra bytes"
