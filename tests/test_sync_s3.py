@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -429,3 +431,47 @@ async def test_corruption_in_flight_is_refused_and_retried(
         down = await c.sync_from(f"s3://{bucket}/p", tmp_path / "d")
     assert down.ok
     assert tree(tmp_path / "d") == tree(src)
+
+
+class _VouchCrc32c(synxfer.layers.Layer):
+    """Makes the server report a whole-object CRC32C, as GCS does (``x-goog-hash``)."""
+
+    def __init__(self, inner: synxfer.Backend, crc_b64: str) -> None:
+        super().__init__(inner)
+        self.crc_b64 = crc_b64
+
+    def _vouch(self, info: synxfer.ObjectInfo) -> synxfer.ObjectInfo:
+        return dataclasses.replace(info, checksums={"crc32c": self.crc_b64})
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        result = await fn(*args)
+        if isinstance(result, synxfer.ReadResult):
+            return synxfer.ReadResult(result.data, self._vouch(result.info))
+        if isinstance(result, synxfer.ObjectInfo) and op == "stat":
+            return self._vouch(result)
+        return result
+
+
+@pytest.mark.parametrize("honest", [True, False])
+async def test_downloads_are_checked_against_server_crc32c(
+    honest: bool, bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    google_crc32c = pytest.importorskip("google_crc32c")
+    src = make_tree({"big": 2 * PART + 99})  # three ranges, CRCs folded
+    crc = google_crc32c.value((src / "big").read_bytes()) ^ (0 if honest else 1)
+    crc_b64 = base64.b64encode(crc.to_bytes(4, "big")).decode()
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, f"s3://{bucket}/p")
+    config = SMALL.evolve(resume=False)
+    layer = [lambda b: _VouchCrc32c(b, crc_b64)]
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=layer) as c:
+        r = await c.sync_from(f"s3://{bucket}/p", tmp_path / "d")
+    if honest:
+        assert r.ok
+        assert tree(tmp_path / "d") == tree(src)
+    else:
+        assert r.files_failed == 1
+        assert r.retries == 1  # the whole file was fetched once more
+        assert "CRC32C" in r.failures[0].error
+        assert not (tmp_path / "d" / "big").exists()
+        assert list((tmp_path / "d").iterdir()) == []  # no temp file either

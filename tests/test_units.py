@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,14 @@ def test_raise_for_failures() -> None:
     with pytest.raises(synxfer.TransferFailed, match=r"1 file.*\./a: boom") as info:
         bad.raise_for_failures()
     assert info.value.result is bad
+
+
+def test_crc32c_combine_matches_a_direct_crc() -> None:
+    google_crc32c = pytest.importorskip("google_crc32c")
+    from synxfer.engine.parts import crc32c_combine
+
+    rng = random.Random(3)
+    for la, lb in [(0, 5), (5, 0), (1, 1), (1000, 12345), (1 << 20, 3)]:
+        a, b = rng.randbytes(la), rng.randbytes(lb)
+        combined = crc32c_combine(google_crc32c.value(a), google_crc32c.value(b), lb)
+        assert combined == google_crc32c.value(a + b)

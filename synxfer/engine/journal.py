@@ -40,10 +40,13 @@ CREATE TABLE IF NOT EXISTS downloads (
     temp TEXT NOT NULL, started REAL
 );
 CREATE TABLE IF NOT EXISTS download_parts (
-    dest TEXT NOT NULL, temp TEXT NOT NULL, number INTEGER NOT NULL, md5 BLOB,
+    dest TEXT NOT NULL, temp TEXT NOT NULL, number INTEGER NOT NULL, md5 BLOB, crc32c INTEGER,
     PRIMARY KEY (dest, temp, number)
 );
 """
+#: Bumped when the schema changes; an older journal is dropped (it is a cache:
+#: the cost is one restart of the transfers it described).
+_VERSION = 2
 
 
 def default_state_dir() -> Path:
@@ -70,7 +73,8 @@ class DownloadEntry:
     size: int
     part_size: int
     temp: str
-    parts: dict[int, bytes | None] = field(default_factory=dict)  # number -> md5
+    parts: dict[int, tuple[bytes | None, int | None]] = field(default_factory=dict)
+    # number -> (md5, crc32c)
 
 
 class Journal:
@@ -86,6 +90,10 @@ class Journal:
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            if self._db.execute("PRAGMA user_version").fetchone()[0] != _VERSION:
+                for table in ("uploads", "upload_parts", "downloads", "download_parts"):
+                    self._db.execute(f"DROP TABLE IF EXISTS {table}")
+                self._db.execute(f"PRAGMA user_version = {_VERSION}")
             self._db.executescript(_SCHEMA)
 
     def __repr__(self) -> str:
@@ -163,11 +171,13 @@ class Journal:
             if row is None:
                 return None
             parts = self._db.execute(
-                "SELECT number, md5 FROM download_parts WHERE dest = ? AND temp = ?",
+                "SELECT number, md5, crc32c FROM download_parts WHERE dest = ? AND temp = ?",
                 (dest, row[4]),
             ).fetchall()
         src, etag, size, part_size, temp = row
-        return DownloadEntry(dest, src, etag, size, part_size, temp, dict(parts))
+        return DownloadEntry(
+            dest, src, etag, size, part_size, temp, {n: (md5, crc) for n, md5, crc in parts}
+        )
 
     def download_start(
         self, dest: str, src: str, etag: str | None, size: int, part_size: int, temp: str
@@ -180,11 +190,13 @@ class Journal:
                 (dest, src, etag, size, part_size, temp, time.time()),
             )
 
-    def download_part(self, dest: str, temp: str, number: int, md5: bytes | None) -> None:
+    def download_part(
+        self, dest: str, temp: str, number: int, md5: bytes | None, crc32c: int | None
+    ) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO download_parts VALUES (?, ?, ?, ?)",
-                (dest, temp, number, md5),
+                "INSERT OR REPLACE INTO download_parts VALUES (?, ?, ?, ?, ?)",
+                (dest, temp, number, md5, crc32c),
             )
 
     def download_done(self, dest: str) -> None:

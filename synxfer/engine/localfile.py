@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..backend import Checksum, ChecksumAlgorithm
-from .parts import checksum_of
+from .parts import checksum_of, crc32c_value
 
 __all__ = ["TEMP_SUFFIX", "Identity", "LocalFile", "temp_path_for"]
 
@@ -84,9 +84,11 @@ class LocalFile:
 
     # -- writes --------------------------------------------------------------
 
-    async def write(self, offset: int, data: bytes, md5: bool) -> bytes | None:
-        """Write ``data`` at ``offset``; return its md5 digest if asked."""
-        return await self._run(_pwrite_and_md5, self.fd, offset, data, md5)
+    async def write(
+        self, offset: int, data: bytes, md5: bool, crc32c: bool = False
+    ) -> tuple[bytes | None, int | None]:
+        """Write ``data`` at ``offset``; return its MD5 digest and CRC32C if asked."""
+        return await self._run(_pwrite_and_sum, self.fd, offset, data, md5, crc32c)
 
     async def allocate(self, size: int) -> None:
         """Reserve ``size`` bytes now, so a full disk fails before any transfer."""
@@ -124,13 +126,16 @@ def _preadinto_and_sum(
     return done, checksum_of(algorithm, view[:done])
 
 
-def _pwrite_and_md5(fd: int, offset: int, data: bytes, md5: bool) -> bytes | None:
+def _pwrite_and_sum(
+    fd: int, offset: int, data: bytes, md5: bool, crc32c: bool
+) -> tuple[bytes | None, int | None]:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
-    return hashlib.md5(data, usedforsecurity=False).digest() if md5 else None
+    digest = hashlib.md5(data, usedforsecurity=False).digest() if md5 else None
+    return digest, crc32c_value(data) if crc32c else None
 
 
 def _allocate(fd: int, size: int) -> None:

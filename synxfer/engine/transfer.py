@@ -9,6 +9,7 @@ computed in the same worker-thread call that read it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import logging
@@ -21,7 +22,14 @@ from ..backend import Backend
 from .core import Engine
 from .localfile import TEMP_SUFFIX, LocalFile, identity, temp_path_for
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, stored_mtime, stored_part_size
-from .parts import etag_parts, multipart_etag, part_ranges, plan_part_size
+from .parts import (
+    crc32c_combine,
+    crc32c_value,
+    etag_parts,
+    multipart_etag,
+    part_ranges,
+    plan_part_size,
+)
 
 __all__ = ["download_object", "upload_path"]
 
@@ -244,8 +252,8 @@ async def download_object(
 
     resumable = engine.resumable
     tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
-    digests: list[bytes | None] = [None] * len(ranges)
-    info = await _resume_download(engine, backend, key, dest, tmp, size, part_size, digests)
+    sums = _PartSums(len(ranges))
+    info = await _resume_download(engine, backend, key, dest, tmp, size, part_size, sums)
     if info is None:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if resumable else os.O_EXCL)
     else:
@@ -256,7 +264,7 @@ async def download_object(
     try:
         if info is None:
             await f.allocate(size)
-            # The first part tells us the object's etag and metadata.
+            # The first part tells us the object's etag, metadata and checksums.
             length0 = ranges[0][1]
             granted = await engine.budget.acquire(length0)
             try:
@@ -271,20 +279,20 @@ async def download_object(
                         url=src,
                     )
                 _check_length(backend, key, 0, length0, res.data)
-                digests[0] = await f.write(0, res.data, md5=True)
+                sums.plan(info, size, part_size)
+                md5, crc = await f.write(0, res.data, sums.want_md5, sums.want_crc)
                 del res
             finally:
                 engine.budget.release(granted)
+            sums.record(0, md5, crc)
             fetched += length0
             await engine.journal(
                 "download_start", str(dest), src, info.etag, size, part_size, str(tmp)
             )
-            await engine.journal("download_part", str(dest), str(tmp), 1, digests[0])
+            await engine.journal("download_part", str(dest), str(tmp), 1, md5, crc)
             engine.progress(length0)
-
-        verify = _expected_etag_parts(info, size, part_size, len(ranges))
-        if verify is not None and b"" in digests:
-            verify = None  # an earlier run wrote some parts without their MD5
+        else:
+            sums.plan(info, size, part_size)
         if_match = info.etag or etag
 
         async def fetch(index: int, offset: int, length: int, granted: int) -> None:
@@ -292,25 +300,23 @@ async def download_object(
             try:
                 r = await backend.read(key, offset, length, if_match=if_match)
                 _check_length(backend, key, offset, length, r.data)
-                digest = await f.write(offset, r.data, md5=verify is not None) or b""
+                md5, crc = await f.write(offset, r.data, sums.want_md5, sums.want_crc)
                 del r
             finally:
                 engine.budget.release(granted)
-            digests[index] = digest
+            sums.record(index, md5, crc)
             fetched += length
-            await engine.journal("download_part", str(dest), str(tmp), index + 1, digest)
+            await engine.journal("download_part", str(dest), str(tmp), index + 1, md5, crc)
             engine.progress(length)
 
         async with asyncio.TaskGroup() as tg:
             for index, (offset, length) in enumerate(ranges):
-                if digests[index] is not None:
-                    continue  # written already, in this run or an earlier one
+                if sums.written(index):
+                    continue  # in this run or an earlier one
                 g = await engine.budget.acquire(length)
                 tg.create_task(fetch(index, offset, length, g))
 
-        if verify is not None:
-            _verify_etag(backend, key, info.etag, verify, digests)
-
+        sums.verify(src, info, [length for _, length in ranges])
         mtime_ns = stored_mtime(info.metadata)
         if mtime_ns is None and info.mtime is not None:
             mtime_ns = int(info.mtime * 1_000_000_000)
@@ -339,6 +345,70 @@ def resume_temp_path(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}{TEMP_SUFFIX}")
 
 
+class _PartSums:
+    """Per-part checksums of one download, and the whole-object checks they allow.
+
+    Computed in the worker thread that writes each part, so nothing is read
+    twice. Checked at the end, when available:
+
+    * the S3-style ETag (plain MD5, or MD5 of part MD5s ``-N``) of objects
+      synxfer uploaded (see :func:`_expected_etag_parts`);
+    * ``info.checksums["md5"]`` for objects fetched in one range;
+    * ``info.checksums["crc32c"]``, folded from part CRCs with
+      :func:`crc32c_combine` (needs google-crc32c, the ``gcs`` extra).
+    """
+
+    def __init__(self, nparts: int) -> None:
+        self.parts: list[tuple[bytes | None, int | None] | None] = [None] * nparts
+        self.etag_parts: int | None = None
+        self.want_md5 = False
+        self.want_crc = False
+
+    def plan(self, info: ObjectInfo, size: int, part_size: int) -> None:
+        self.etag_parts = _expected_etag_parts(info, size, part_size, len(self.parts))
+        single = len(self.parts) == 1
+        self.want_md5 = self.etag_parts is not None or (single and "md5" in info.checksums)
+        self.want_crc = "crc32c" in info.checksums and crc32c_value(b"") is not None
+
+    def written(self, index: int) -> bool:
+        return self.parts[index] is not None
+
+    def record(self, index: int, md5: bytes | None, crc: int | None) -> None:
+        self.parts[index] = (md5, crc)
+
+    def verify(self, url: str, info: ObjectInfo, lengths: list[int]) -> None:
+        """Raise IntegrityError on any mismatch; skip checks that lack a sum
+        (parts an earlier run wrote without it)."""
+        done = [p for p in self.parts if p is not None]
+        if len(done) != len(self.parts):
+            raise IntegrityError(f"{url}: a part was never written")
+        md5s = [m for m, _ in done]
+        if self.want_md5 and all(m is not None for m in md5s):
+            digests = [m for m in md5s if m is not None]
+            if self.etag_parts is not None:
+                actual = digests[0].hex() if self.etag_parts == 0 else multipart_etag(digests)
+                _mismatch(url, "ETag", actual, info.etag)
+            if len(digests) == 1 and "md5" in info.checksums:
+                actual = base64.b64encode(digests[0]).decode()
+                _mismatch(url, "MD5", actual, info.checksums["md5"])
+        crcs = [c for _, c in done]
+        if self.want_crc and all(c is not None for c in crcs):
+            total = 0
+            for crc, length in zip(crcs, lengths, strict=True):
+                assert crc is not None
+                total = crc32c_combine(total, crc, length)
+            actual = base64.b64encode(total.to_bytes(4, "big")).decode()
+            _mismatch(url, "CRC32C", actual, info.checksums["crc32c"])
+
+
+def _mismatch(url: str, what: str, actual: str, expected: str | None) -> None:
+    if actual != expected:
+        raise IntegrityError(
+            f"{url}: downloaded data does not match the object's {what} "
+            f"({actual} != {expected}); the partial download was discarded"
+        )
+
+
 async def _resume_download(
     engine: Engine,
     backend: Backend,
@@ -347,11 +417,11 @@ async def _resume_download(
     tmp: Path,
     size: int,
     part_size: int,
-    digests: list[bytes | None],
+    sums: _PartSums,
 ) -> ObjectInfo | None:
     """The object's info if an earlier run's temp file can be continued.
 
-    Fills ``digests`` with the parts already written. A download of another
+    Records in ``sums`` the parts already written. A download of another
     object, another version (ETag or size differ) or with another part size
     is stale: its temp file is removed and its entry forgotten.
     """
@@ -359,12 +429,8 @@ async def _resume_download(
     if entry is None:
         return None
     src = backend.url(key)
-    usable = (entry.src, entry.size, entry.part_size, entry.temp) == (
-        src,
-        size,
-        part_size,
-        str(tmp),
-    ) and entry.etag is not None
+    same = (entry.src, entry.size, entry.part_size, entry.temp) == (src, size, part_size, str(tmp))
+    usable = same and entry.etag is not None
     if usable:
         try:
             usable = os.stat(tmp).st_size == size
@@ -373,9 +439,9 @@ async def _resume_download(
     if usable:
         info: ObjectInfo = await backend.stat(key)
         if info.etag == entry.etag and info.size == size:
-            for number, md5 in entry.parts.items():
-                if 1 <= number <= len(digests):
-                    digests[number - 1] = md5 if md5 is not None else b""
+            for number, (md5, crc) in entry.parts.items():
+                if 1 <= number <= len(sums.parts):
+                    sums.record(number - 1, md5, crc)
             log.info("resuming %s: %d part(s) already written", dest, len(entry.parts))
             return info
     with contextlib.suppress(OSError):
@@ -411,20 +477,6 @@ def _expected_etag_parts(info: ObjectInfo, size: int, part_size: int, nranges: i
     if n > 0 and stored == part_size and n == nranges and size > 0:
         return n
     return None
-
-
-def _verify_etag(
-    backend: Backend, key: str, etag: str | None, parts: int, digests: list[bytes | None]
-) -> None:
-    got = [d for d in digests if d is not None]
-    if len(got) != len(digests):
-        raise IntegrityError(f"{backend.url(key)}: a part was not checksummed")
-    actual = got[0].hex() if parts == 0 else multipart_etag(got)
-    if actual != etag:
-        raise IntegrityError(
-            f"{backend.url(key)}: downloaded data does not match the object's ETag "
-            f"({actual} != {etag}); the partial download was discarded"
-        )
 
 
 def md5_file_etag(path: Path, part_size: int, parts: int) -> str:
