@@ -92,3 +92,33 @@ def make_tree(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return make
+
+
+def run_forked(fn: Callable[[], object], *, as_nobody: bool = False) -> object:
+    """Run ``fn`` in a forked child and return its JSON-able result.
+
+    For conditions a test cannot create in its own process: dropping root
+    (``as_nobody``: root reads any file) or resource limits. The child
+    imports nothing new if the parent warmed up first (the interpreter may
+    live where ``nobody`` cannot read).
+    """
+    import json
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            if as_nobody and os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            os.write(write_end, json.dumps(fn()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        report = pipe.read()
+    os.waitpid(pid, 0)
+    assert report, "the forked child reported nothing"
+    return json.loads(report)

@@ -112,3 +112,33 @@ async def test_files_in_flight_never_exceed_max_files(
     assert stats.max_concurrent_part_requests == 3
     assert fds <= 3
     assert stats.ops["put_object"] == 24
+
+
+async def test_ten_thousand_files_keep_descriptors_and_memory_bounded(tmp_path: Path) -> None:
+    """10,000 files through the file:// backend: source descriptors never exceed
+    max_files, all descriptors stay within a constant per file in flight, and
+    file data in memory stays within the budget."""
+    src = tmp_path / "src"
+    for d in range(100):
+        (src / f"d{d:02d}").mkdir(parents=True)
+        for f in range(100):
+            (src / f"d{d:02d}" / f"f{f:02d}").write_bytes(b"x" * (d + f))
+    config = synxfer.TransferConfig(max_threads=4, max_files=8)
+    baseline = len(os.listdir("/proc/self/fd"))
+    peak_src = peak_all = events = 0
+
+    def on_event(e: synxfer.Event) -> None:
+        nonlocal peak_src, peak_all, events
+        events += 1
+        if events % 7 == 0:  # sample: listing /proc for every event would dominate
+            peak_src = max(peak_src, _open_files_under(src))
+            peak_all = max(peak_all, len(os.listdir("/proc/self/fd")))
+
+    async with synxfer.Client(config, on_event=on_event) as c:
+        r = await c.sync_to(src, f"file://{tmp_path}/remote")
+        peak_budget = c._engine.budget.peak
+    assert r.ok
+    assert r.files_transferred == 10_000
+    assert 1 <= peak_src <= config.max_files
+    assert peak_all - baseline <= 3 * config.max_files + 16
+    assert peak_budget <= config.memory_budget

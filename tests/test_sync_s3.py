@@ -5,6 +5,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
+import resource
+import shutil
+import signal
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ import synxfer
 import synxfer.layers
 from synxfer import Action, EventKind, MiB
 
-from .conftest import PART, SMALL, tree
+from .conftest import PART, SMALL, run_forked, tree
 
 EDGE_SIZES = {
     "empty.bin": 0,
@@ -311,14 +315,9 @@ async def test_vanished_file_fails_alone(
 def test_unreadable_file_fails_alone(bucket: str, s3_endpoint: str) -> None:
     """chmod 000 on one file: it fails with a clear error, the others transfer.
 
-    Root reads any file, so when run as root the upload runs in a forked
-    child that has dropped to ``nobody`` (after a warm-up upload in this
-    process, so the child imports nothing new).
+    Root reads any file, so the upload runs in a forked child that has
+    dropped to ``nobody`` (after a warm-up upload in this process).
     """
-    import json
-    import shutil
-    import tempfile
-
     tmp = Path(tempfile.mkdtemp(prefix="synxfer-unreadable-"))
     try:
         tmp.chmod(0o755)
@@ -327,32 +326,42 @@ def test_unreadable_file_fails_alone(bucket: str, s3_endpoint: str) -> None:
             (tmp / name).chmod(0o644)
         synxfer.sync_to(tmp, f"s3://{bucket}/warm-up", endpoint_url=s3_endpoint)
         (tmp / "b").chmod(0)
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: drop privileges, upload, report, exit
-            try:
-                os.close(read_end)
-                if os.geteuid() == 0:
-                    os.setgroups([])
-                    os.setgid(65534)
-                    os.setuid(65534)
-                r = synxfer.sync_to(tmp, f"s3://{bucket}/p", endpoint_url=s3_endpoint)
-                out = [r.files_transferred, r.files_failed, [f.error for f in r.failures]]
-                os.write(write_end, json.dumps(out).encode())
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        with os.fdopen(read_end) as pipe:
-            report = pipe.read()
-        os.waitpid(pid, 0)
+
+        def upload() -> object:
+            r = synxfer.sync_to(tmp, f"s3://{bucket}/p", endpoint_url=s3_endpoint)
+            return [r.files_transferred, r.files_failed, [f.error for f in r.failures]]
+
+        transferred, failed, errors = run_forked(upload, as_nobody=True)  # type: ignore[misc]
     finally:
         shutil.rmtree(tmp)
-    assert report, "the unprivileged child reported nothing"
-    transferred, failed, errors = json.loads(report)
     assert (transferred, failed) == (2, 1)
     assert "Permission denied" in errors[0]
     assert f"{tmp}/b" in errors[0]
     assert {k for k in _keys(s3_endpoint, bucket) if k.startswith("p/")} == {"p/a", "p/c"}
+
+
+def test_disk_full_on_download_fails_that_file_cleanly(
+    bucket: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    """A file the disk cannot hold (RLIMIT_FSIZE) fails with the OS error
+    naming it; its temp file is removed; the other files arrive."""
+    src = make_tree({"small-a": 1000, "huge": 3 * PART, "small-b": 1000})
+    synxfer.sync_to(src, f"s3://{bucket}/p", endpoint_url=s3_endpoint, config=SMALL)
+    dst = tmp_path / "dst"
+
+    def download() -> object:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG, not a core dump
+        resource.setrlimit(resource.RLIMIT_FSIZE, (PART, PART))
+        r = synxfer.sync_from(f"s3://{bucket}/p", dst, endpoint_url=s3_endpoint, config=SMALL)
+        return [r.files_transferred, [(f.path, f.error) for f in r.failures]]
+
+    transferred, failures = run_forked(download)  # type: ignore[misc]
+    assert transferred == 2
+    [(path, error)] = failures
+    assert path.endswith("/p/huge")
+    assert "File too large" in error
+    assert str(dst) in error  # the message names the local file
+    assert sorted(p.name for p in dst.iterdir()) == ["small-a", "small-b"]  # no temp left
 
 
 async def test_symlinks_skipped_unless_followed(

@@ -66,7 +66,12 @@ class LocalFile:
         cfut = self._executor.submit(fn, *args)
         self._pending.add(cfut)  # type: ignore[arg-type]
         cfut.add_done_callback(self._pending.discard)
-        return await asyncio.wrap_future(cfut)
+        try:
+            return await asyncio.wrap_future(cfut)
+        except OSError as exc:
+            if exc.filename is None:  # fd-based calls do not know the name
+                exc.filename = str(self.path)
+            raise
 
     # -- reads ---------------------------------------------------------------
 
