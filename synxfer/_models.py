@@ -142,11 +142,16 @@ class TransferResult:
     """The outcome of a run: what moved, what was skipped, what failed.
 
     ``bytes_transferred`` counts payload bytes of completed files.
+    ``bytes_uploaded`` / ``bytes_downloaded`` count the payload bytes that
+    actually crossed the network in each direction (a streamed remote copy
+    counts both; a server-side copy neither; parts of failed files count).
     ``throughput`` is bytes per second over ``elapsed``.
     """
 
     files_transferred: int = 0
     bytes_transferred: int = 0
+    bytes_uploaded: int = 0
+    bytes_downloaded: int = 0
     files_skipped: int = 0
     bytes_skipped: int = 0
     files_deleted: int = 0
@@ -181,6 +186,8 @@ class TransferResult:
         return {
             "files_transferred": self.files_transferred,
             "bytes_transferred": self.bytes_transferred,
+            "bytes_uploaded": self.bytes_uploaded,
+            "bytes_downloaded": self.bytes_downloaded,
             "files_skipped": self.files_skipped,
             "bytes_skipped": self.bytes_skipped,
             "files_deleted": self.files_deleted,

@@ -28,12 +28,14 @@ from .engine.core import Engine, Job, Run
 from .engine.filters import Filters
 from .engine.plan import (
     Compare,
+    CopyJob,
     DeleteRemoteJob,
     DownloadJob,
     PlanArgs,
     UploadJob,
     delete_jobs,
     list_remote,
+    plan_copy,
     plan_download,
     plan_upload,
 )
@@ -249,12 +251,18 @@ class Client:
     async def sync(
         self, src: PathLike, dst: PathLike, **options: Unpack[SyncOptions]
     ) -> TransferResult:
-        """:meth:`sync_to` or :meth:`sync_from`, whichever side is local."""
+        """:meth:`sync_to` or :meth:`sync_from`, whichever side is local; between
+        two remote locations, a copy (server-side within a bucket, else streamed
+        through memory, never via local disk)."""
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         if s.is_local and not d.is_local:
             return await self.sync_to(_str(src), _str(dst), **options)
         if d.is_local and not s.is_local:
             return await self.sync_from(_str(src), _str(dst), **options)
+        if not s.is_local and not d.is_local:
+            return await self._copy_tree(
+                s, d, _plan_args(options, False), options.get("dryrun", False)
+            )
         raise _local_remote_error(s, d)
 
     async def copy(
@@ -268,14 +276,19 @@ class Client:
     ) -> TransferResult:
         """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``."""
         s, d = parse_location(_str(src)), parse_location(_str(dst))
+        remote_to_remote = not s.is_local and not d.is_local
         if not recursive:
             if s.is_local and not d.is_local:
                 return await self.upload_file(_str(src), _str(dst), dryrun=dryrun)
             if d.is_local and not s.is_local:
                 return await self.download_file(_str(src), _str(dst), dryrun=dryrun)
+            if remote_to_remote:
+                return await self._copy_one(s, d, dryrun)
             raise _local_remote_error(s, d)
         run = Run(dryrun)
         args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
+        if remote_to_remote:
+            return await self._copy_tree(s, d, args, dryrun)
         if s.is_local and not d.is_local:
             backend = await self._backend(d)
             root = _existing_dir(Path(_str(src)))
@@ -286,6 +299,28 @@ class Client:
             jobs = await plan_download(self._engine, run, backend, _as_prefix(s.key), root, args)
         else:
             raise _local_remote_error(s, d)
+        await self._engine.execute(jobs, run)
+        return run.finish()
+
+    async def _copy_one(self, s: Location, d: Location, dryrun: bool) -> TransferResult:
+        """One object to another remote location; a key ending in ``/`` gets its name."""
+        if not s.key or s.key.endswith("/"):
+            raise ConfigError(f"{s} names no object; use --recursive to copy a prefix")
+        src, dst = await self._backend(s), await self._backend(d)
+        info = await src.stat(s.key)
+        key = d.key + posixpath.basename(s.key) if not d.key or d.key.endswith("/") else d.key
+        job = CopyJob(src, s.key, dst, key, info.size, info.etag)
+        return await self._execute([job], dryrun)
+
+    async def _copy_tree(
+        self, s: Location, d: Location, args: PlanArgs, dryrun: bool
+    ) -> TransferResult:
+        """Everything under one remote prefix to another (copy or sync)."""
+        src, dst = await self._backend(s), await self._backend(d)
+        run = Run(dryrun)
+        jobs = await plan_copy(
+            self._engine, run, src, _as_prefix(s.key), dst, _as_prefix(d.key), args
+        )
         await self._engine.execute(jobs, run)
         return run.finish()
 
@@ -388,9 +423,4 @@ def _dest_dir(path: Path) -> Path:
 
 
 def _local_remote_error(s: Location, d: Location) -> ConfigError:
-    if s.is_local and d.is_local:
-        return ConfigError(f"{s} and {d} are both local paths; one side must be a URL")
-    return ConfigError(
-        f"copying from {s} to {d}: remote-to-remote transfers are not supported yet; "
-        f"one side must be a local path"
-    )
+    return ConfigError(f"{s} and {d} are both local paths; one side must be a URL")

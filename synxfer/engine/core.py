@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .._config import TransferConfig
 from .._exceptions import BackendError, SynxferError
@@ -191,10 +191,15 @@ class Engine:
     def started(self, run: Run, job: Job) -> None:
         self._event(EventKind.STARTED, job, run)
 
-    def progress(self, nbytes: int) -> None:
+    def progress(self, nbytes: int, direction: Literal["up", "down"]) -> None:
+        """``nbytes`` of payload crossed the network for the current file."""
         current = _current.get()
         if current is not None:
             run, job = current
+            if direction == "up":
+                run.result.bytes_uploaded += nbytes
+            else:
+                run.result.bytes_downloaded += nbytes
             self._event(EventKind.PROGRESS, job, run, nbytes=nbytes)
 
     def done(self, run: Run, job: Job, nbytes: int | None = None) -> None:

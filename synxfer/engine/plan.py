@@ -32,6 +32,7 @@ from pathlib import Path
 from .._exceptions import IntegrityError, UnsafePathError
 from .._models import Action, MultipartUpload, ObjectInfo
 from ..backend import Backend
+from .copy import copy_object
 from .core import Engine, Job, Run
 from .filters import Filters
 from .localtree import LocalEntry, WalkProblem, safe_join, walk
@@ -42,6 +43,7 @@ from .transfer import download_object, md5_file_etag, upload_path
 __all__ = [
     "DELETE_BATCH",
     "Compare",
+    "CopyJob",
     "DeleteLocalJob",
     "DeleteRemoteJob",
     "DownloadJob",
@@ -49,6 +51,7 @@ __all__ = [
     "UploadJob",
     "delete_jobs",
     "list_remote",
+    "plan_copy",
     "plan_download",
     "plan_upload",
 ]
@@ -127,6 +130,43 @@ def decide(
     if upload:
         return _COPY if local_s > remote_s else _SKIP
     return _SKIP if remote_s <= local_s else _Check.NEWER
+
+
+def decide_copy(
+    mode: Compare, src: ObjectInfo, dst: ObjectInfo | None, *, final: bool = False
+) -> Decision:
+    """Copy, skip, or a check needing HEADs, for an object and its remote copy.
+
+    Times compare by the stored source mtime when both sides list it, else by
+    LastModified as ``aws s3 sync`` does between buckets (a copy is written
+    after its source, so a second sync skips it). Checksums compare by equal
+    MD5-style ETags or any checksum both sides vouch for. ``final``: the
+    infos come from HEADs, so no further check can be asked for.
+    """
+    if mode is Compare.ALWAYS or dst is None or src.size != dst.size:
+        return _COPY
+    if mode is Compare.SIZE_ONLY:
+        return _SKIP
+    if mode is Compare.CHECKSUM:
+        if src.etag and src.etag == dst.etag and etag_parts(src.etag) is not None:
+            return _SKIP
+        common = set(src.checksums) & set(dst.checksums)
+        if common:
+            same = all(src.checksums[a] == dst.checksums[a] for a in common)
+            return _SKIP if same else _COPY
+        return _COPY if final else _Check.CONTENT
+    s_ns, d_ns = stored_mtime(src.metadata), stored_mtime(dst.metadata)
+    if s_ns is not None and d_ns is not None:
+        if mode is Compare.EXACT_TIMESTAMPS:
+            return _SKIP if same_mtime(s_ns, d_ns) else _COPY
+        return _COPY if s_ns - d_ns > 0 and not same_mtime(s_ns, d_ns) else _SKIP
+    if not final and (mode is Compare.EXACT_TIMESTAMPS or src.mtime is None or dst.mtime is None):
+        return _Check.EXACT if mode is Compare.EXACT_TIMESTAMPS else _Check.NEWER
+    if src.mtime is None or dst.mtime is None:
+        return _COPY
+    if mode is Compare.EXACT_TIMESTAMPS:
+        return _SKIP if math.floor(src.mtime) == math.floor(dst.mtime) else _COPY
+    return _COPY if math.floor(src.mtime) > math.floor(dst.mtime) else _SKIP
 
 
 async def _resolve(
@@ -250,6 +290,47 @@ class DownloadJob(_TransferJob):
             return await download_object(
                 engine, self.backend, self.key, self.dest, self.size, self.etag
             )
+
+
+@dataclass
+class CopyJob:
+    """One object from one remote location to another."""
+
+    src_backend: Backend
+    src_key: str
+    backend: Backend  # the destination
+    key: str
+    size: int
+    etag: str | None = None
+    mode: Compare = Compare.ALWAYS
+    check: _Check | None = None
+    action: Action = Action.COPY
+    src: str = ""
+    dst: str = ""
+
+    def __post_init__(self) -> None:
+        self.src = self.src or self.src_backend.url(self.src_key)
+        self.dst = self.dst or self.backend.url(self.key)
+
+    async def run(self, engine: Engine, run: Run) -> None:
+        if self.check is not None and not await self._needs_copy():
+            engine.skipped(run, self)
+            return
+        if run.dryrun:
+            engine.done(run, self)
+            return
+        engine.started(run, self)
+        await copy_object(
+            engine, self.src_backend, self.src_key, self.backend, self.key, self.size, self.etag
+        )
+        engine.done(run, self, self.size)
+
+    async def _needs_copy(self) -> bool:
+        """Settle a check with a HEAD on each side (listings may lack metadata)."""
+        src, dst = await asyncio.gather(
+            self.src_backend.stat(self.src_key), self.backend.stat(self.key)
+        )
+        return decide_copy(self.mode, src, dst, final=True) != _SKIP
 
 
 @dataclass
@@ -447,6 +528,38 @@ async def plan_download(
         for rel, entry in local.items():
             if rel not in remote and filters.included(rel):
                 jobs.append(DeleteLocalJob(entry.path))
+    return jobs
+
+
+async def plan_copy(
+    engine: Engine,
+    run: Run,
+    src: Backend,
+    src_prefix: str,
+    dst: Backend,
+    dst_prefix: str,
+    args: PlanArgs,
+) -> list[Job]:
+    """Jobs that make ``dst:dst_prefix`` like ``src:src_prefix`` (both remote)."""
+    filters, mode = args.filters, args.mode
+    source = await list_remote(src, src_prefix)
+    target = await list_remote(dst, dst_prefix) if mode is not Compare.ALWAYS or args.delete else {}
+    jobs: list[Job] = []
+    for rel, info in source.items():
+        if not filters.included(rel):
+            continue
+        theirs = target.get(rel)
+        job = CopyJob(src, info.key, dst, dst_prefix + rel, info.size, info.etag, mode)
+        decision = decide_copy(mode, info, theirs)
+        if decision == _SKIP:
+            engine.skipped(run, job)
+            continue
+        if isinstance(decision, _Check):
+            job.check = decision
+        jobs.append(job)
+    if args.delete:
+        doomed = [dst_prefix + rel for rel in target if rel not in source and filters.included(rel)]
+        jobs.extend(delete_jobs(dst, doomed))
     return jobs
 
 

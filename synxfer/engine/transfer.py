@@ -88,7 +88,7 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
             finally:
                 engine.buffers.put(buf)
                 engine.budget.release(granted)
-            engine.progress(size)
+            engine.progress(size, "up")
             return size
 
         part_size = plan_part_size(size, cfg.part_size, caps)
@@ -108,10 +108,10 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
             # Interrupted (Ctrl-C, shutdown): with a journal the upload resumes
             # on the next run; without one nothing could, so discard it.
             if not engine.resumable:
-                await _abort(backend, upload)
+                await abort_upload(backend, upload)
             raise
         except BaseException:
-            await _abort(backend, upload)
+            await abort_upload(backend, upload)
             await engine.journal("upload_done", dest)
             raise
         await engine.journal("upload_done", dest)
@@ -159,7 +159,7 @@ async def _resume_upload(
             log.info("resuming %s: %d part(s) already on the server", dest, len(done))
             return upload, done
     else:
-        await _abort(backend, upload)
+        await abort_upload(backend, upload)
     await engine.journal("upload_done", dest)
     return None, {}
 
@@ -192,7 +192,7 @@ async def _send_parts(
         done[number] = part
         sent += length
         await engine.journal("upload_part", dest, upload.upload_id, number, part.etag, part.size)
-        engine.progress(length)
+        engine.progress(length, "up")
 
     async with asyncio.TaskGroup() as tg:
         for index, (offset, length) in enumerate(part_ranges(size, part_size)):
@@ -204,7 +204,7 @@ async def _send_parts(
     return sent
 
 
-async def _abort(backend: Backend, upload: MultipartUpload) -> None:
+async def abort_upload(backend: Backend, upload: MultipartUpload) -> None:
     """Abort a multipart upload even while being cancelled; never raises."""
     try:
         async with asyncio.timeout(_ABORT_TIMEOUT):
@@ -252,7 +252,7 @@ async def download_object(
 
     resumable = engine.resumable
     tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
-    sums = _PartSums(len(ranges))
+    sums = PartSums(len(ranges))
     info = await _resume_download(engine, backend, key, dest, tmp, size, part_size, sums)
     if info is None:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if resumable else os.O_EXCL)
@@ -290,7 +290,7 @@ async def download_object(
                 "download_start", str(dest), src, info.etag, size, part_size, str(tmp)
             )
             await engine.journal("download_part", str(dest), str(tmp), 1, md5, crc)
-            engine.progress(length0)
+            engine.progress(length0, "down")
         else:
             sums.plan(info, size, part_size)
         if_match = info.etag or etag
@@ -307,7 +307,7 @@ async def download_object(
             sums.record(index, md5, crc)
             fetched += length
             await engine.journal("download_part", str(dest), str(tmp), index + 1, md5, crc)
-            engine.progress(length)
+            engine.progress(length, "down")
 
         async with asyncio.TaskGroup() as tg:
             for index, (offset, length) in enumerate(ranges):
@@ -345,7 +345,7 @@ def resume_temp_path(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}{TEMP_SUFFIX}")
 
 
-class _PartSums:
+class PartSums:
     """Per-part checksums of one download, and the whole-object checks they allow.
 
     Computed in the worker thread that writes each part, so nothing is read
@@ -376,32 +376,44 @@ class _PartSums:
     def record(self, index: int, md5: bytes | None, crc: int | None) -> None:
         self.parts[index] = (md5, crc)
 
+    def md5s(self) -> list[bytes] | None:
+        """Every part's MD5, if every part has one."""
+        got = [p[0] for p in self.parts if p is not None]
+        if len(got) != len(self.parts) or any(m is None for m in got):
+            return None
+        return [m for m in got if m is not None]
+
+    def crc32c_b64(self, lengths: list[int]) -> str | None:
+        """The whole object's CRC32C (base64, as on the wire), if every part has one."""
+        got = [p[1] for p in self.parts if p is not None]
+        if len(got) != len(self.parts) or any(c is None for c in got):
+            return None
+        total = 0
+        for crc, length in zip(got, lengths, strict=True):
+            assert crc is not None
+            total = crc32c_combine(total, crc, length)
+        return base64.b64encode(total.to_bytes(4, "big")).decode()
+
     def verify(self, url: str, info: ObjectInfo, lengths: list[int]) -> None:
-        """Raise IntegrityError on any mismatch; skip checks that lack a sum
-        (parts an earlier run wrote without it)."""
-        done = [p for p in self.parts if p is not None]
-        if len(done) != len(self.parts):
+        """Raise IntegrityError on any mismatch with what the source vouches for;
+        skip checks that lack a sum (parts an earlier run wrote without it)."""
+        if any(p is None for p in self.parts):
             raise IntegrityError(f"{url}: a part was never written")
-        md5s = [m for m, _ in done]
-        if self.want_md5 and all(m is not None for m in md5s):
-            digests = [m for m in md5s if m is not None]
+        digests = self.md5s() if self.want_md5 else None
+        if digests is not None:
             if self.etag_parts is not None:
                 actual = digests[0].hex() if self.etag_parts == 0 else multipart_etag(digests)
                 _mismatch(url, "ETag", actual, info.etag)
             if len(digests) == 1 and "md5" in info.checksums:
                 actual = base64.b64encode(digests[0]).decode()
                 _mismatch(url, "MD5", actual, info.checksums["md5"])
-        crcs = [c for _, c in done]
-        if self.want_crc and all(c is not None for c in crcs):
-            total = 0
-            for crc, length in zip(crcs, lengths, strict=True):
-                assert crc is not None
-                total = crc32c_combine(total, crc, length)
-            actual = base64.b64encode(total.to_bytes(4, "big")).decode()
-            _mismatch(url, "CRC32C", actual, info.checksums["crc32c"])
+        crc = self.crc32c_b64(lengths) if self.want_crc else None
+        if crc is not None:
+            _mismatch(url, "CRC32C", crc, info.checksums["crc32c"])
 
 
 def _mismatch(url: str, what: str, actual: str, expected: str | None) -> None:
+    """IntegrityError unless the two agree."""
     if actual != expected:
         raise IntegrityError(
             f"{url}: downloaded data does not match the object's {what} "
@@ -417,7 +429,7 @@ async def _resume_download(
     tmp: Path,
     size: int,
     part_size: int,
-    sums: _PartSums,
+    sums: PartSums,
 ) -> ObjectInfo | None:
     """The object's info if an earlier run's temp file can be continued.
 

@@ -1,0 +1,193 @@
+"""Copying one object between two remote locations, never touching local disk.
+
+Within one bucket, the backend copies server-side (S3 CopyObject or
+UploadPartCopy, GCS rewrite): no byte crosses the client. Between backends
+(s3 → gs, or two buckets), ranged reads of the source feed part uploads to
+the destination through memory, under the client's limits: each part's
+bytes are reserved in the budget before its task exists, so an object of
+any size costs at most the budget.
+
+Checksums are reconciled at both ends. Each part carries the checksum the
+destination asks for (computed in a worker thread from the buffer being
+sent, which the destination verifies); the stream is checked against what
+the source vouches for (its S3-style ETag or ``checksums``) before the
+upload is committed, and against what the destination reports afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+
+from .._exceptions import IntegrityError, PreconditionFailed
+from .._models import CompletedPart, ObjectInfo, WriteOptions
+from ..backend import Backend, Checksum, ChecksumAlgorithm
+from .core import Engine
+from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
+from .parts import checksum_of, crc32c_value, part_ranges, plan_part_size
+from .transfer import PartSums, abort_upload
+
+__all__ = ["copy_object"]
+
+log = logging.getLogger("synxfer")
+
+
+async def copy_object(
+    engine: Engine,
+    src: Backend,
+    src_key: str,
+    dst: Backend,
+    dst_key: str,
+    size: int,
+    etag: str | None = None,
+) -> int:
+    """Copy ``src_key`` (``size`` bytes) to ``dst_key``; returns bytes streamed."""
+    if src is dst and src.capabilities.server_side_copy:
+        info = await src.stat(src_key)
+        await dst.copy(src_key, dst_key, WriteOptions(info.metadata, info.content_type))
+        return 0
+    return await _stream(engine, src, src_key, dst, dst_key, size, etag)
+
+
+def _sum_part(
+    data: bytes, algorithm: ChecksumAlgorithm | None, md5: bool, crc: bool
+) -> tuple[Checksum | None, bytes | None, int | None]:
+    """The destination's part checksum plus the sums the source check needs (one thread hop)."""
+    return (
+        checksum_of(algorithm, data),
+        hashlib.md5(data, usedforsecurity=False).digest() if md5 else None,
+        crc32c_value(data) if crc else None,
+    )
+
+
+async def _stream(
+    engine: Engine,
+    src: Backend,
+    src_key: str,
+    dst: Backend,
+    dst_key: str,
+    size: int,
+    etag: str | None,
+) -> int:
+    cfg = engine.config
+    caps = dst.capabilities
+    loop = asyncio.get_running_loop()
+    multipart = caps.multipart and (size >= cfg.multipart_threshold or size > caps.max_single_put)
+    part_size = plan_part_size(size, cfg.part_size, caps) if multipart else max(size, 1)
+    if not src.capabilities.ranged_reads:
+        part_size = max(size, 1)  # one read of the whole object, clamped by the budget
+        multipart = multipart and size <= caps.max_single_put
+    ranges = part_ranges(size, part_size)
+    sums = PartSums(len(ranges))
+    algorithm = caps.part_checksum
+    url = src.url(src_key)
+
+    async def fetch(index: int, if_match: str | None) -> tuple[bytes, ObjectInfo, Checksum | None]:
+        offset, length = ranges[index]
+        whole = len(ranges) == 1
+        res = await src.read(src_key, offset, None if whole else length, if_match=if_match)
+        if len(res.data) != length:
+            raise IntegrityError(
+                f"{url}: expected {length} bytes at offset {offset}, got {len(res.data)}"
+            )
+        if index == 0:
+            if res.info.size != size:
+                raise PreconditionFailed(
+                    f"changed during the copy (size {size} -> {res.info.size})", url=url
+                )
+            sums.plan(res.info, size, part_size)
+            # The destination's whole-object CRC32C is checked after the copy.
+            sums.want_crc = sums.want_crc or (
+                algorithm == "crc32c" and crc32c_value(b"") is not None
+            )
+        checksum, md5, crc = await loop.run_in_executor(
+            engine.executor, _sum_part, res.data, algorithm, sums.want_md5, sums.want_crc
+        )
+        sums.record(index, md5, crc)
+        engine.progress(length, "down")
+        return res.data, res.info, checksum
+
+    # The first range carries the source's metadata, which the new object needs.
+    granted = await engine.budget.acquire(ranges[0][1])
+    try:
+        data, info, checksum = await fetch(0, etag)
+        options = WriteOptions(_metadata(info, part_size if multipart else 0), info.content_type)
+        if not multipart:
+            sums.verify(url, info, [n for _, n in ranges])
+            result = await dst.put(dst_key, data, options, checksum)
+            engine.progress(len(data), "up")
+            await _reconcile(dst, dst_key, result, sums, ranges)
+            return size
+        upload = await dst.create_multipart(dst_key, options)
+        try:
+            first = await dst.upload_part(upload, 1, data, checksum)
+        except BaseException:
+            await abort_upload(dst, upload)
+            raise
+        engine.progress(len(data), "up")
+        del data
+    finally:
+        engine.budget.release(granted)
+
+    parts: dict[int, CompletedPart] = {1: first}
+    if_match = info.etag or etag
+
+    async def move(index: int, granted: int) -> None:
+        try:
+            chunk, _, part_checksum = await fetch(index, if_match)
+            parts[index + 1] = await dst.upload_part(upload, index + 1, chunk, part_checksum)
+            engine.progress(len(chunk), "up")
+        finally:
+            engine.budget.release(granted)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for index in range(1, len(ranges)):
+                g = await engine.budget.acquire(ranges[index][1])
+                tg.create_task(move(index, g))
+        sums.verify(url, info, [n for _, n in ranges])  # before anything is committed
+        result = await dst.complete_multipart(upload, [parts[n] for n in sorted(parts)])
+    except BaseException:
+        await abort_upload(dst, upload)
+        raise
+    await _reconcile(dst, dst_key, result, sums, ranges)
+    return size
+
+
+def _metadata(info: ObjectInfo, part_size: int) -> dict[str, str]:
+    """The source's metadata, with a source time even if it had none stored."""
+    metadata = dict(info.metadata)
+    if MTIME_KEY not in metadata and info.mtime is not None:
+        metadata[MTIME_KEY] = format_mtime(int(info.mtime * 1_000_000_000))
+    metadata[PART_SIZE_KEY] = str(part_size)
+    return metadata
+
+
+async def _reconcile(
+    dst: Backend,
+    dst_key: str,
+    result: ObjectInfo,
+    sums: PartSums,
+    ranges: list[tuple[int, int]],
+) -> None:
+    """Check what the destination vouches for against what was streamed.
+
+    A mismatch means the destination holds something other than the bytes
+    read: the object is deleted, so nothing wrong stays visible.
+    """
+    reported = result.checksums or (await dst.stat(dst_key)).checksums
+    checks: list[tuple[str, str | None, str]] = []
+    if "crc32c" in reported:
+        checks.append(("CRC32C", sums.crc32c_b64([n for _, n in ranges]), reported["crc32c"]))
+    digests = sums.md5s()
+    if "md5" in reported and digests is not None and len(digests) == 1:
+        checks.append(("MD5", base64.b64encode(digests[0]).decode(), reported["md5"]))
+    for what, streamed, stored in checks:
+        if streamed is not None and streamed != stored:
+            await dst.delete(dst_key)
+            raise IntegrityError(
+                f"{dst.url(dst_key)}: the destination's {what} ({stored}) does not match the "
+                f"bytes copied ({streamed}); the copy was deleted"
+            )
