@@ -6,13 +6,16 @@ import os
 import random
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import synxfer
 from synxfer import MiB
+from synxfer.layers import Layer
 
 # Never let a test reach real credentials or a real account.
 _FAKE_ENV = {
@@ -122,3 +125,15 @@ def run_forked(fn: Callable[[], object], *, as_nobody: bool = False) -> object:
     os.waitpid(pid, 0)
     assert report, "the forked child reported nothing"
     return json.loads(report)
+
+
+class CountingLayer(Layer):
+    """Counts backend calls by operation; the backend below stays real."""
+
+    def __init__(self, inner: synxfer.Backend, counts: Counter[str]) -> None:
+        super().__init__(inner)
+        self.counts = counts
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        self.counts[op] += 1
+        return await fn(*args)

@@ -9,6 +9,7 @@ import resource
 import shutil
 import signal
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import synxfer
 import synxfer.layers
 from synxfer import Action, EventKind, MiB
 
-from .conftest import PART, SMALL, run_forked, tree
+from .conftest import PART, SMALL, CountingLayer, run_forked, tree
 
 EDGE_SIZES = {
     "empty.bin": 0,
@@ -484,3 +485,31 @@ async def test_downloads_are_checked_against_server_crc32c(
         assert "CRC32C" in r.failures[0].error
         assert not (tmp_path / "d" / "big").exists()
         assert list((tmp_path / "d").iterdir()) == []  # no temp file either
+
+
+async def test_resync_of_downloaded_tree_needs_no_head_requests(
+    client: synxfer.Client,
+    bucket: str,
+    make_tree: Callable[..., Path],
+    s3_endpoint: str,
+    tmp_path: Path,
+) -> None:
+    """Downloads tag their files with the object's ETag (an xattr); an
+    untouched file whose tag matches the listing is skipped without a HEAD."""
+    src = make_tree({"a": 100, "b/c": PART + 1, "d": 7})
+    url = f"s3://{bucket}/p"
+    await client.sync_to(src, url)
+    dst = tmp_path / "dst"
+    await client.sync_from(url, dst)
+    counts: Counter[str] = Counter()
+    async with synxfer.Client(
+        SMALL, endpoint_url=s3_endpoint, layers=[lambda b: CountingLayer(b, counts)]
+    ) as c:
+        r = await c.sync_from(url, dst)
+        assert (r.files_transferred, r.files_skipped) == (0, 3)
+        assert counts["stat"] == 0
+        # Touch one file (same size, new time): its tag no longer applies.
+        os.utime(dst / "a", ns=(1, 1))
+        r = await c.sync_from(url, dst)
+    assert r.files_transferred == 1
+    assert (dst / "a").read_bytes() == (src / "a").read_bytes()

@@ -100,10 +100,10 @@ class LocalFile:
         if size > 0:
             await self._run(_allocate, self.fd, size)
 
-    async def finish(self, mtime_ns: int | None) -> None:
-        """Set the modification time (atime is left as now)."""
-        if mtime_ns is not None:
-            await self._run(_set_mtime, self.fd, mtime_ns)
+    async def finish(self, mtime_ns: int | None, etag: str | None = None) -> None:
+        """Set the modification time (atime is left as now) and, with ``etag``,
+        tag the file with the object it came from (see ``localtree.read_tag``)."""
+        await self._run(_finish, self.fd, mtime_ns, etag)
 
     # -- close ---------------------------------------------------------------
 
@@ -153,6 +153,11 @@ def _allocate(fd: int, size: int) -> None:
             raise
 
 
-def _set_mtime(fd: int, mtime_ns: int) -> None:
+def _finish(fd: int, mtime_ns: int | None, etag: str | None) -> None:
     st = os.fstat(fd)
-    os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
+    if mtime_ns is not None:
+        os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
+    if etag:
+        from .localtree import write_tag
+
+        write_tag(fd, etag, st.st_mtime_ns if mtime_ns is None else mtime_ns)

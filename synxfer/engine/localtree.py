@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Iterator
@@ -11,20 +12,49 @@ from pathlib import Path
 from .._exceptions import UnsafePathError
 from .localfile import TEMP_SUFFIX
 
-__all__ = ["LocalEntry", "WalkProblem", "safe_join", "walk"]
+__all__ = ["LocalEntry", "WalkProblem", "read_tag", "safe_join", "walk", "write_tag"]
 
 #: The longest file name most local filesystems accept, in bytes.
 _NAME_MAX = 255
 
 
+#: Extended attribute a download leaves on its file: ``<etag> <mtime_ns>``.
+TAG_XATTR = "user.synxfer.etag"
+
+
 @dataclass(frozen=True, slots=True)
 class LocalEntry:
-    """A regular file found by :func:`walk`; ``rel`` uses ``/`` separators."""
+    """A regular file found by :func:`walk`; ``rel`` uses ``/`` separators.
+
+    ``tag`` is the ETag of the object this file was downloaded from, when the
+    file still has the mtime the download gave it (see :func:`read_tag`).
+    """
 
     rel: str
     path: Path
     size: int
     mtime_ns: int
+    tag: str | None = None
+
+
+def read_tag(path: Path | str, mtime_ns: int) -> str | None:
+    """The ETag a download recorded on ``path``, if the file is untouched since.
+
+    None when there is no tag, the filesystem has no extended attributes, or
+    the file's mtime is not the one the download set (it was modified).
+    """
+    try:
+        raw = os.getxattr(path, TAG_XATTR)
+    except OSError:
+        return None
+    etag, _, stamp = raw.decode("utf-8", "replace").rpartition(" ")
+    return etag if etag and stamp == str(mtime_ns) else None
+
+
+def write_tag(fd: int, etag: str, mtime_ns: int) -> None:
+    """Record on an open file the object it was downloaded from (blocking; best effort)."""
+    with contextlib.suppress(OSError):  # no xattrs here: the next sync asks the server
+        os.setxattr(fd, TAG_XATTR, f"{etag} {mtime_ns}".encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +66,15 @@ class WalkProblem:
     skipped: bool = False  # True: deliberately left out (symlink); False: an error
 
 
-def walk(root: Path, *, follow_symlinks: bool = False) -> Iterator[LocalEntry | WalkProblem]:
+def walk(
+    root: Path, *, follow_symlinks: bool = False, tags: bool = False
+) -> Iterator[LocalEntry | WalkProblem]:
     """Regular files under ``root`` in sorted order (blocking: run in a thread).
 
     Symlinks are reported as skipped unless ``follow_symlinks``; a followed
     link to one of its own ancestors (a loop) is detected by (device, inode)
-    and skipped. A directory reachable by two paths is listed under both. Special
+    and skipped. A directory reachable by two paths is listed under both.
+    With ``tags``, each entry carries its download tag (:func:`read_tag`). Special
     files, unreadable directories and names that are not valid UTF-8 are
     reported as problems; synxfer's own temp files are ignored.
     """
@@ -50,11 +83,11 @@ def walk(root: Path, *, follow_symlinks: bool = False) -> Iterator[LocalEntry | 
     except OSError as exc:
         yield WalkProblem(root, exc.strerror or str(exc))
         return
-    yield from _walk_dir(root, "", follow_symlinks, {(st.st_dev, st.st_ino)})
+    yield from _walk_dir(root, "", follow_symlinks, {(st.st_dev, st.st_ino)}, tags)
 
 
 def _walk_dir(
-    directory: Path, prefix: str, follow: bool, ancestors: set[tuple[int, int]]
+    directory: Path, prefix: str, follow: bool, ancestors: set[tuple[int, int]], tags: bool
 ) -> Iterator[LocalEntry | WalkProblem]:
     try:
         with os.scandir(directory) as it:
@@ -88,10 +121,11 @@ def _walk_dir(
                 yield WalkProblem(path, "symlink loop: links to a directory above it", True)
                 continue
             ancestors.add(key)
-            yield from _walk_dir(path, f"{rel}/", follow, ancestors)
+            yield from _walk_dir(path, f"{rel}/", follow, ancestors, tags)
             ancestors.discard(key)
         elif stat.S_ISREG(st.st_mode):
-            yield LocalEntry(rel, path, st.st_size, st.st_mtime_ns)
+            tag = read_tag(path, st.st_mtime_ns) if tags else None
+            yield LocalEntry(rel, path, st.st_size, st.st_mtime_ns, tag)
         else:
             yield WalkProblem(path, "not a regular file (device, socket or pipe)", True)
 

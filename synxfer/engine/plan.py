@@ -113,6 +113,9 @@ def decide(
         return _COPY
     if mode is Compare.SIZE_ONLY:
         return _SKIP
+    if not upload and local.tag is not None and local.tag == remote.etag:
+        # This very object was downloaded here and the file is untouched since.
+        return _SKIP
     if mode is Compare.CHECKSUM:
         return _Check.CONTENT
     stored = stored_mtime(remote.metadata)
@@ -397,11 +400,11 @@ async def list_remote(backend: Backend, prefix: str) -> dict[str, ObjectInfo]:
 
 
 async def walk_local(
-    engine: Engine, root: Path, follow_symlinks: bool
+    engine: Engine, root: Path, follow_symlinks: bool, tags: bool = False
 ) -> list[LocalEntry | WalkProblem]:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(
-        engine.executor, lambda: list(walk(root, follow_symlinks=follow_symlinks))
+        engine.executor, lambda: list(walk(root, follow_symlinks=follow_symlinks, tags=tags))
     )
 
 
@@ -503,7 +506,7 @@ async def plan_download(
     remote = await list_remote(backend, prefix)
     local: dict[str, LocalEntry] = {}
     if root.exists() and (mode is not Compare.ALWAYS or delete):
-        for item in await walk_local(engine, root, args.follow_symlinks):
+        for item in await walk_local(engine, root, args.follow_symlinks, tags=True):
             if isinstance(item, LocalEntry):
                 local[item.rel] = item
     jobs: list[Job] = []

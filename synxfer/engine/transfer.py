@@ -320,7 +320,7 @@ async def download_object(
         mtime_ns = stored_mtime(info.metadata)
         if mtime_ns is None and info.mtime is not None:
             mtime_ns = int(info.mtime * 1_000_000_000)
-        await f.finish(mtime_ns)
+        await f.finish(mtime_ns, info.etag)
         await f.close()
         await loop.run_in_executor(engine.executor, os.replace, tmp, dest)
         committed = True
