@@ -76,7 +76,7 @@ async def test_interrupted_upload_resumes_with_missing_parts_only(
     assert counts["create_multipart"] == 0  # the same upload, continued
     assert counts["list_parts"] == 1
     assert counts["upload_part"] == 7 - journaled
-    sizes = {n: PART for n in range(1, 7)} | {7: 123}
+    sizes = dict.fromkeys(range(1, 7), PART) | {7: 123}
     assert r.bytes_transferred == sum(v for n, v in sizes.items() if n not in entry.parts)
     assert _uploads_in_progress(s3_endpoint, bucket) == []
     data = (
