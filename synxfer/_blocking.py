@@ -4,12 +4,14 @@ No hidden event-loop thread: each function creates a :class:`~synxfer.Client`,
 runs one operation to completion on a fresh loop and closes everything. Every
 function takes the client's keyword arguments (``config``, ``endpoint_url``,
 ``region``, ``profile``, ``on_event``, ``follow_symlinks``) besides the
-operation's own. Inside an event loop, use the async client instead.
+operation's own (``endpoints``, ``layers`` too). Inside an event loop, use
+the async client instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 from ._models import TransferResult
@@ -17,9 +19,8 @@ from .client import Client, PathLike
 
 __all__ = ["copy", "download_file", "sync", "sync_from", "sync_to", "upload_file"]
 
-_CLIENT_KEYS = frozenset(
-    {"config", "endpoint_url", "region", "profile", "on_event", "follow_symlinks", "layers"}
-)
+#: Keyword arguments that configure the client rather than the operation.
+_CLIENT_KEYS = frozenset(inspect.signature(Client).parameters)
 
 
 def _call(method: str, *args: Any, **kwargs: Any) -> TransferResult:

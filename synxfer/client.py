@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TypedDict, Unpack
@@ -74,7 +75,9 @@ class Client:
 
     ``config`` sets every limit (see :class:`~synxfer.TransferConfig`).
     ``endpoint_url``, ``region`` and ``profile`` are passed to every backend
-    (as with aws-cli's options of the same names). ``on_event`` receives
+    (as with aws-cli's options of the same names); ``endpoints`` gives a
+    scheme its own endpoint (``{"s3": "http://…"}``), which a copy between
+    two services needs. ``on_event`` receives
     progress :class:`~synxfer.Event` objects on the event loop; keep it quick.
     Symlinks in local sources are skipped unless ``follow_symlinks``.
     ``layers`` wrap every backend the client opens, innermost first, inside
@@ -92,9 +95,11 @@ class Client:
         on_event: Callable[[Event], None] | None = None,
         follow_symlinks: bool = False,
         layers: Sequence[Callable[[Backend], Backend]] = (),
+        endpoints: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config or TransferConfig()
         self._layers = tuple(layers)
+        self._endpoints = {k.lower(): v for k, v in (endpoints or {}).items()}
         self.follow_symlinks = follow_symlinks
         self._options = BackendOptions(
             endpoint_url=endpoint_url,
@@ -150,7 +155,10 @@ class Client:
         async with self._lock:
             backend = self._backends.get(ident)
             if backend is None:
-                inner = open_backend(loc.scheme, loc.bucket, self._options)
+                options = self._options
+                if loc.scheme in self._endpoints:
+                    options = replace(options, endpoint_url=self._endpoints[loc.scheme])
+                inner = open_backend(loc.scheme, loc.bucket, options)
                 for layer in self._layers:
                     inner = layer(inner)
                 backend = RetryLayer(

@@ -105,3 +105,13 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.tool}: error: {message}\n")
+
+
+def endpoint_arg(text: str) -> tuple[str, str]:
+    """``SCHEME=URL`` for ``--endpoint``."""
+    scheme, sep, url = text.partition("=")
+    if not sep or not scheme or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(
+            f"invalid endpoint {text!r}: expected SCHEME=URL, e.g. s3=http://127.0.0.1:9000"
+        )
+    return scheme.lower(), url

@@ -27,7 +27,7 @@ from .._models import ObjectInfo, TransferResult
 from .._url import parse_location
 from ..client import Client
 from ..registry import resolve
-from ._args import FilterAction, Parser, positive_int, size_arg
+from ._args import FilterAction, Parser, endpoint_arg, positive_int, size_arg
 from ._output import EventPrinter, Progress, redact, summary_line
 
 __all__ = ["build_parser", "main"]
@@ -64,6 +64,15 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         metavar="URL",
         default=default(os.environ.get("AWS_ENDPOINT_URL") or None),
         help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL)",
+    )
+    group.add_argument(
+        "--endpoint",
+        metavar="SCHEME=URL",
+        action="append",
+        type=endpoint_arg,
+        default=default([]),
+        help="an endpoint for one scheme, e.g. s3=http://127.0.0.1:9000 (repeatable; "
+        "use it when copying between two services)",
     )
     group.add_argument("--region", default=default(None), help="region of the bucket")
     group.add_argument("--profile", default=default(None), help="credentials profile to use")
@@ -369,6 +378,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
     async with Client(
         _config(args),
         endpoint_url=args.endpoint_url,
+        endpoints=dict(args.endpoint or []),
         region=args.region,
         profile=args.profile,
         on_event=printer,

@@ -8,6 +8,7 @@ import hashlib
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from .._exceptions import ConfigError
 from ..backend import Capabilities, Checksum, ChecksumAlgorithm
@@ -67,7 +68,7 @@ def checksum_of(
             raise ConfigError(
                 "crc32c checksums need google-crc32c: pip install 'synxfer[gcs]'"
             ) from exc
-        value = int(google_crc32c.value(data))
+        value = _crc32c(google_crc32c, data)
         return Checksum("crc32c", base64.b64encode(value.to_bytes(4, "big")).decode("ascii"))
     raise ConfigError(f"unknown checksum algorithm {algorithm!r}")
 
@@ -142,4 +143,21 @@ def crc32c_value(data: bytes | bytearray | memoryview) -> int | None:
         import google_crc32c  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
-    return int(google_crc32c.value(data))
+    return _crc32c(google_crc32c, data)
+
+
+#: Bytes copied at a time for google-crc32c, whose C code takes only ``bytes``.
+_CRC_CHUNK = 1 << 20
+
+
+def _crc32c(module: Any, data: bytes | bytearray | memoryview) -> int:
+    """CRC32C of any buffer. google-crc32c refuses writable buffers (the
+    engine's reusable bytearrays), so those go through in 1 MiB ``bytes``
+    copies: a bounded copy, never a second part-sized buffer."""
+    if isinstance(data, bytes):
+        return int(module.value(data))
+    view = memoryview(data)
+    crc = 0
+    for start in range(0, len(view), _CRC_CHUNK):
+        crc = module.extend(crc, bytes(view[start : start + _CRC_CHUNK]))
+    return int(crc)

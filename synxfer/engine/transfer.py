@@ -407,7 +407,7 @@ class PartSums:
             if len(digests) == 1 and "md5" in info.checksums:
                 actual = base64.b64encode(digests[0]).decode()
                 _mismatch(url, "MD5", actual, info.checksums["md5"])
-        crc = self.crc32c_b64(lengths) if self.want_crc else None
+        crc = self.crc32c_b64(lengths) if "crc32c" in info.checksums else None
         if crc is not None:
             _mismatch(url, "CRC32C", crc, info.checksums["crc32c"])
 

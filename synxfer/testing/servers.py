@@ -52,6 +52,7 @@ __all__ = [
     "counting_moto_server",
     "cpu_seconds",
     "moto_server",
+    "run_python_module_measured",
 ]
 
 #: The only address these servers bind.
@@ -153,6 +154,44 @@ def moto_server() -> Iterator[MotoServer]:
     """
     with _serving(_moto_app()) as (host, port):
         yield MotoServer(host, port)
+
+
+# -- measuring a child process --------------------------------------------------
+
+_PEAK_WRAPPER = """
+import atexit, runpy, sys
+report, module = sys.argv[1], sys.argv[2]
+def _peak():
+    with open("/proc/self/status") as status, open(report, "w") as out:
+        out.write(next(l for l in status if l.startswith("VmHWM:")).split()[1])
+atexit.register(_peak)
+sys.argv = [module, *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def run_python_module_measured(
+    module: str,
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float = 600.0,
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run ``python -m module args`` and return it with its peak RSS in KiB.
+
+    The peak is the child's own ``VmHWM``, read at exit. Not ``ru_maxrss``:
+    on Linux an exec'd child's ``ru_maxrss`` includes the RSS of the process
+    it was forked from, so a big parent (say, a test process hosting an
+    in-process server) would inflate every child's figure.
+    """
+    with tempfile.NamedTemporaryFile("r", suffix=".peak") as report:
+        cmd = [sys.executable, "-c", _PEAK_WRAPPER, report.name, module, *args]
+        done = subprocess.run(
+            cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        )
+        text = report.read().strip()
+    return done, int(text) if text else 0
 
 
 # -- moto in a subprocess ------------------------------------------------------
