@@ -104,7 +104,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -388,7 +388,7 @@ class GcsBackend(Backend):
         key: str = "",
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: bytes | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
         json_body: Any = None,
         stream: bool = False,
     ) -> httpx.Response:
@@ -433,7 +433,7 @@ class GcsBackend(Backend):
         ok: tuple[int, ...] = (200,),
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: bytes | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
         json_body: Any = None,
     ) -> httpx.Response:
         """A request whose status must be in ``ok``; anything else raises."""
@@ -725,17 +725,18 @@ class GcsBackend(Backend):
             checksum = Checksum("crc32c", await crc32c.crc32c_of(data))
         field_name = "crc32c" if checksum.algorithm == "crc32c" else "md5Hash"
         resource = {**resource, field_name: checksum.value}
-        body, content_type = _multipart_related(resource, data)
+        head, tail, content_type = _multipart_related(resource)
+        length = len(head) + len(data) + len(tail)
         response = await self._call(
             "POST",
             self._upload_path,
             key=key,
             what="upload",
             params={"uploadType": "multipart"},
-            headers={"Content-Type": content_type},
-            content=body,
+            # An explicit length: httpx then sends the stream as is, not chunked.
+            headers={"Content-Type": content_type, "Content-Length": str(length)},
+            content=_stream_body(head, data, tail),
         )
-        del body
         doc = self._json(response, key)
         stored = doc.get(field_name)
         if stored and stored != checksum.value:
@@ -1360,12 +1361,9 @@ def _resource(key: str, options: WriteOptions) -> dict[str, Any]:
     return resource
 
 
-def _multipart_related(resource: Mapping[str, Any], data: Payload) -> tuple[bytes, str]:
-    """The body of a ``uploadType=multipart`` request, and its Content-Type.
-
-    One copy of ``data`` is made here, so no reference to the caller's
-    (reusable) buffer outlives the call.
-    """
+def _multipart_related(resource: Mapping[str, Any]) -> tuple[bytes, bytes, str]:
+    """What goes before and after the media in a ``uploadType=multipart``
+    request body, and the request's Content-Type."""
     boundary = f"synxfer-{secrets.token_hex(16)}"
     media_type = str(resource.get("contentType") or _OCTET)
     head = (
@@ -1374,7 +1372,26 @@ def _multipart_related(resource: Mapping[str, Any], data: Payload) -> tuple[byte
         f"--{boundary}\r\nContent-Type: {media_type}\r\n\r\n"
     ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
-    return b"".join((head, data, tail)), f"multipart/related; boundary={boundary}"
+    return head, tail, f"multipart/related; boundary={boundary}"
+
+
+#: Slice of the payload handed to the connection at a time.
+_SEND_SLICE = 1 << 20
+
+
+async def _stream_body(head: bytes, data: Payload, tail: bytes) -> AsyncIterator[bytes]:
+    """The request body, streamed without copying the payload.
+
+    Slices of the caller's buffer go out one at a time and each is drained to
+    the socket before the next, so neither a joined copy of the body nor a
+    part-sized transport buffer ever exists. Nothing references the buffer
+    once the request finishes (or is cancelled), so the caller may reuse it.
+    """
+    yield head
+    view = memoryview(data)
+    for start in range(0, len(view), _SEND_SLICE):
+        yield view[start : start + _SEND_SLICE]  # type: ignore[misc]
+    yield tail
 
 
 def _rfc3339(value: object) -> float | None:
