@@ -625,9 +625,7 @@ class S3Backend(Backend):
                     PartNumberMarker=marker,
                 )
                 for p in resp.get("Parts", []):
-                    parts.append(
-                        CompletedPart(p["PartNumber"], p["ETag"].strip('"'), p["Size"])
-                    )
+                    parts.append(CompletedPart(p["PartNumber"], p["ETag"].strip('"'), p["Size"]))
                 if not resp.get("IsTruncated"):
                     return parts
                 marker = int(resp["NextPartNumberMarker"])
