@@ -82,6 +82,8 @@ class Capabilities:
     part_checksum: ChecksumAlgorithm | None = "md5"
     #: ``list_parts`` works, so an interrupted multipart upload can be resumed.
     list_parts: bool = False
+    #: Part sizes are rounded up to a multiple of this (e.g. a block size).
+    part_size_multiple: int = 1
 
 
 @dataclass(frozen=True, slots=True)

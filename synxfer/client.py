@@ -77,8 +77,10 @@ class Client:
     ``endpoint_url``, ``region`` and ``profile`` are passed to every backend
     (as with aws-cli's options of the same names); ``endpoints`` gives a
     scheme its own endpoint (``{"s3": "http://…"}``), which a copy between
-    two services needs. ``on_event`` receives
-    progress :class:`~synxfer.Event` objects on the event loop; keep it quick.
+    two services needs; ``backend_options`` passes backend-specific settings
+    by scheme (``{"blocks": {"cluster": "sites.toml"}}``, which become
+    ``BackendOptions.extra``). ``on_event`` receives progress
+    :class:`~synxfer.Event` objects on the event loop; keep it quick.
     Symlinks in local sources are skipped unless ``follow_symlinks``.
     ``layers`` wrap every backend the client opens, innermost first, inside
     the client's own retry and concurrency layers (so a fault-injecting
@@ -96,10 +98,12 @@ class Client:
         follow_symlinks: bool = False,
         layers: Sequence[Callable[[Backend], Backend]] = (),
         endpoints: Mapping[str, str] | None = None,
+        backend_options: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.config = config or TransferConfig()
         self._layers = tuple(layers)
         self._endpoints = {k.lower(): v for k, v in (endpoints or {}).items()}
+        self._extra = {k.lower(): dict(v) for k, v in (backend_options or {}).items()}
         self.follow_symlinks = follow_symlinks
         self._options = BackendOptions(
             endpoint_url=endpoint_url,
@@ -158,6 +162,8 @@ class Client:
                 options = self._options
                 if loc.scheme in self._endpoints:
                     options = replace(options, endpoint_url=self._endpoints[loc.scheme])
+                if loc.scheme in self._extra:
+                    options = replace(options, extra=self._extra[loc.scheme])
                 inner = open_backend(loc.scheme, loc.bucket, options)
                 for layer in self._layers:
                     inner = layer(inner)

@@ -72,6 +72,12 @@ def test_part_size_respects_minimum_and_max_parts() -> None:
         plan_part_size(10_000 * 5 * GiB + 1, 8 * MiB, S3)
 
 
+def test_part_size_is_a_multiple_when_asked() -> None:
+    blocks = Capabilities(min_part_size=1, part_size_multiple=3 * MiB)
+    assert plan_part_size(100 * MiB, 8 * MiB, blocks) == 9 * MiB
+    assert plan_part_size(100 * MiB, 9 * MiB, blocks) == 9 * MiB
+
+
 def test_part_ranges_cover_every_byte_once() -> None:
     assert part_ranges(0, 5) == [(0, 0)]
     assert part_ranges(5, 5) == [(0, 5)]

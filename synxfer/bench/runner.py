@@ -175,9 +175,16 @@ class S3Admin:
     Independent of the tools under test, so verification does not trust them.
     """
 
-    def __init__(self, endpoint_url: str, *, region: str = REGION) -> None:
+    def __init__(
+        self,
+        endpoint_url: str,
+        *,
+        region: str = REGION,
+        credentials: tuple[str, str] | None = None,
+    ) -> None:
         self.endpoint_url = endpoint_url
         self.region = region
+        self._credentials = credentials
         self._stack = contextlib.AsyncExitStack()
         self._client: S3Client | None = None
 
@@ -185,8 +192,15 @@ class S3Admin:
         from aiobotocore.session import get_session
 
         session = get_session()
+        key, secret = self._credentials or (None, None)
         self._client = await self._stack.enter_async_context(
-            session.create_client("s3", region_name=self.region, endpoint_url=self.endpoint_url)
+            session.create_client(
+                "s3",
+                region_name=self.region,
+                endpoint_url=self.endpoint_url,
+                aws_access_key_id=key,
+                aws_secret_access_key=secret,
+            )
         )
         return self
 
@@ -227,6 +241,10 @@ class S3Admin:
             )
         await self.client.delete_bucket(Bucket=bucket)
 
+    async def delete_keys(self, bucket: str, keys: list[str]) -> None:
+        """Delete ``keys`` (at most 1000) in one request."""
+        await self._delete(bucket, keys)
+
     async def _delete(self, bucket: str, keys: list[str]) -> None:
         await self.client.delete_objects(
             Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
@@ -252,6 +270,13 @@ class Measurement:
     verified_bytes: int = 0
     verified: bool = False
     error: str | None = None
+    #: Scenario runs: the sweep's concurrency, how many runs the median is of,
+    #: the fastest and slowest run, and the tool's peak resident memory.
+    concurrency: int | None = None
+    runs: int = 1
+    seconds_min: float | None = None
+    seconds_max: float | None = None
+    peak_rss: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -287,6 +312,11 @@ class Measurement:
             "verified": self.verified,
             "ok": self.ok,
             "error": self.error,
+            "concurrency": self.concurrency,
+            "runs": self.runs,
+            "seconds_min": None if self.seconds_min is None else round(self.seconds_min, 6),
+            "seconds_max": None if self.seconds_max is None else round(self.seconds_max, 6),
+            "peak_rss": self.peak_rss,
         }
 
 

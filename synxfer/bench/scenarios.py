@@ -1,15 +1,50 @@
-"""The benchmark matrix: rows of N files of one size, grouped into named scenarios."""
+"""The benchmark matrix: rows of N files of some size, grouped into named scenarios.
+
+A :class:`Row` is ``files`` files of ``size`` bytes (or, for a mixed row,
+several ``(count, size)`` groups). A :class:`Scenario` is a named tuple of
+rows reproducing a published table, with the directions it measures and a
+default ``--scale`` that keeps the whole matrix small enough for a laptop.
+
+Two ways to shrink a row:
+
+* :meth:`Row.scaled` (``--quick`` and ``--rows``, unchanged): every file's
+  size times the scale, the file count unchanged.
+* :meth:`Row.shrunk` (named scenarios): the row's *bytes* times the scale,
+  split between count and size. The count shrinks by ``scale ** (1/3)``
+  (never below one file) and the size takes the rest, so a many-file row
+  keeps many files (its per-file costs are what it measures) and every
+  row's bytes shrink by the same factor. Rows marked ``fixed_size`` (the
+  16 MiB text shards) shrink by count only.
+"""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 
 from .._config import GiB, KiB, MiB
 from ..cli._args import parse_size
 
-__all__ = ["QUICK", "SCENARIOS", "Row", "Scenario", "format_size", "parse_rows"]
+__all__ = [
+    "CASES",
+    "DATA_KINDS",
+    "QUICK",
+    "SCENARIOS",
+    "Row",
+    "Scenario",
+    "format_size",
+    "human_size",
+    "parse_rows",
+    "select_rows",
+]
+
+#: What a row does: transfer the files; sync, change 5 % and sync again;
+#: or copy between two URLs (the cross-cloud hook; synxfer only).
+CASES = ("transfer", "periodic-sync", "copy")
+#: What the files hold: incompressible random bytes, or generated text.
+DATA_KINDS = ("random", "text")
 
 
 def format_size(n: int) -> str:
@@ -20,22 +55,81 @@ def format_size(n: int) -> str:
     return f"{n}B"
 
 
+def human_size(n: float) -> str:
+    """A readable size with at most three significant digits: ``1.5MiB``, ``410KiB``, ``97B``."""
+    for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= factor:
+            value = n / factor
+            text = f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+            return f"{text}{unit}"
+    return f"{n:.0f}B"
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One benchmark row: ``files`` files of ``size`` bytes each."""
+    """One benchmark row: ``files`` files of ``size`` bytes each.
+
+    ``groups`` makes a mixed row: ``(count, size)`` pairs, ``files`` being
+    their total count and ``size`` the largest size. ``data`` is
+    ``"random"`` or ``"text"``; ``case`` one of :data:`CASES`; ``sweep``
+    the concurrency values every tool runs at (empty: each tool's
+    defaults). ``published`` keeps the geometry of the published row once
+    :meth:`shrunk`.
+    """
 
     name: str
     files: int
     size: int
+    groups: tuple[tuple[int, int], ...] = ()
+    data: str = "random"
+    case: str = "transfer"
+    sweep: tuple[int, ...] = ()
+    fixed_size: bool = False
+    published: str = ""
+    #: For ``case="copy"``: the destination URL prefix (the source is the target).
+    copy_to: str = ""
+    #: Bytes of the published row, once :meth:`shrunk` (0: not shrunk).
+    published_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.data not in DATA_KINDS:
+            raise ValueError(f"row {self.name}: unknown data kind {self.data!r}")
+        if self.case not in CASES:
+            raise ValueError(f"row {self.name}: unknown case {self.case!r}")
 
     @classmethod
-    def of(cls, files: int, size: int) -> Row:
+    def of(cls, files: int, size: int, *, sweep: tuple[int, ...] = ()) -> Row:
         """A row named ``<files>x<size>``, e.g. ``100x1MiB``."""
-        return cls(f"{files}x{format_size(size)}", files, size)
+        return cls(f"{files}x{format_size(size)}", files, size, sweep=sweep)
+
+    @classmethod
+    def mixed(cls, name: str, groups: tuple[tuple[int, int], ...]) -> Row:
+        """A row of several ``(count, size)`` groups."""
+        files = sum(c for c, _ in groups)
+        size = max(s for _, s in groups)
+        return cls(name, files, size, groups=groups)
+
+    @property
+    def layout(self) -> tuple[tuple[int, int], ...]:
+        """``(count, size)`` groups; one group for a uniform row."""
+        return self.groups or ((self.files, self.size),)
+
+    def file_sizes(self) -> Iterator[int]:
+        """The size of each file, in file-index order."""
+        for count, size in self.layout:
+            for _ in range(count):
+                yield size
 
     @property
     def total_bytes(self) -> int:
-        return self.files * self.size
+        return sum(c * s for c, s in self.layout)
+
+    @property
+    def geometry(self) -> str:
+        """What the row holds now: ``2x512MiB``, or ``1638 files, 410MiB`` when mixed."""
+        if not self.groups:
+            return f"{self.files}x{human_size(self.size)}"
+        return f"{self.files} files, {human_size(self.total_bytes)}"
 
     def scaled(self, scale: float) -> Row:
         """This row with each file's size multiplied by ``scale`` (at least 1 byte).
@@ -45,25 +139,162 @@ class Row:
         """
         if scale == 1:
             return self
-        return Row(self.name, self.files, max(1, math.ceil(self.size * scale)))
+        if self.groups:
+            groups = tuple((c, max(1, math.ceil(s * scale))) for c, s in self.groups)
+            return replace(self, groups=groups, size=max(s for _, s in groups))
+        return replace(self, size=max(1, math.ceil(self.size * scale)))
+
+    def shrunk(self, scale: float) -> Row:
+        """This row with its bytes multiplied by ``scale``, count and size both shrinking.
+
+        The count is multiplied by ``scale ** (1/3)`` (at least one file; by
+        ``scale`` itself for ``fixed_size`` rows) and each file's size
+        becomes whatever keeps the row's bytes at ``scale`` times the
+        original. The name stays; ``published`` keeps the original geometry.
+        """
+        published = self.published or self.geometry
+        full = self.published_bytes or self.total_bytes
+        if scale == 1:
+            return replace(self, published=published, published_bytes=full)
+        groups = tuple(_shrink(c, s, scale, self.fixed_size) for c, s in self.layout)
+        if self.groups:
+            return replace(
+                self,
+                groups=groups,
+                files=sum(c for c, _ in groups),
+                size=max(s for _, s in groups),
+                published=published,
+                published_bytes=full,
+            )
+        ((files, size),) = groups
+        return replace(self, files=files, size=size, published=published, published_bytes=full)
+
+
+def _shrink(count: int, size: int, scale: float, fixed_size: bool) -> tuple[int, int]:
+    if fixed_size:
+        return max(1, round(count * scale)), size
+    new_count = max(1, round(count * scale ** (1 / 3)))
+    return new_count, max(1, round(count * size * scale / new_count))
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A named list of rows."""
+    """A named list of rows, the directions measured, and a default ``--scale``."""
 
     name: str
     rows: tuple[Row, ...]
+    #: ``("upload",)`` or ``("upload", "download")``.
+    directions: tuple[str, ...] = ("upload", "download")
+    #: The ``--scale`` used when none is given (named scenarios only).
+    default_scale: float = 1.0
+    description: str = ""
+    #: Where the published matrix comes from.
+    source: str = ""
+    #: Scale with :meth:`Row.shrunk` (True) or :meth:`Row.scaled` (``--quick``).
+    proportional: bool = True
+    notes: tuple[str, ...] = field(default=())
 
     def scaled(self, scale: float) -> Scenario:
-        """Every row scaled (see :meth:`Row.scaled`)."""
-        return Scenario(self.name, tuple(r.scaled(scale) for r in self.rows))
+        """Every row scaled (see :meth:`Row.scaled` / :meth:`Row.shrunk`)."""
+        if self.proportional:
+            return replace(self, rows=tuple(r.shrunk(scale) for r in self.rows))
+        return replace(self, rows=tuple(r.scaled(scale) for r in self.rows))
 
 
 #: The quick matrix: many small files, a few medium ones, one multipart file.
-QUICK = Scenario("quick", (Row.of(100, MiB), Row.of(10, 10 * MiB), Row.of(1, 64 * MiB)))
+QUICK = Scenario(
+    "quick",
+    (Row.of(100, MiB), Row.of(10, 10 * MiB), Row.of(1, 64 * MiB)),
+    description="a quick smoke matrix (the README's `make bench`)",
+    proportional=False,
+)
 
-SCENARIOS: dict[str, Scenario] = {QUICK.name: QUICK}
+SYNAPSE_UPLOAD = Scenario(
+    "synapse-upload",
+    (
+        Row.of(10, 10 * GiB),
+        Row.of(1, 10 * GiB),
+        Row.of(10, GiB),
+        Row.of(100, 100 * MiB),
+        Row.of(10, 100 * MiB),
+        Row.of(100, 10 * MiB),
+        Row.of(1000, MiB),
+    ),
+    directions=("upload",),
+    default_scale=0.01,
+    description="the Synapse Python client's published upload table",
+    source="Synapse Python client docs, 'Benchmarking' (upload of N files of size S)",
+)
+
+SYNAPSE_DOWNLOAD = Scenario(
+    "synapse-download",
+    (
+        Row("25x40KiB", 25, 40 * KiB),
+        Row("775x12.9KiB", 775, 13210, published="775x12.9KiB"),  # 12.9 KiB
+        Row.of(10, 100 * MiB),
+        Row.of(10, 10 * GiB),
+    ),
+    default_scale=0.01,
+    description="the Synapse Python client's published download table",
+    source="Synapse Python client docs, 'Benchmarking' (download of N files of size S)",
+)
+
+#: awscli's mixed set: sizes 512 KiB .. 256 MiB, each class half as many
+#: files as the one below, 4 GiB per class: 16 x (1 + 2 + ... + 512) = 16,368 files.
+_AWSCLI_MIXED = tuple((8192 >> i, (512 * KiB) << i) for i in range(10))
+
+AWSCLI = Scenario(
+    "awscli",
+    (
+        Row.of(53248, 16 * KiB),
+        Row.of(780, 512 * MiB),
+        Row.mixed("mixed-512KiB-256MiB", _AWSCLI_MIXED),
+        Row("periodic-sync-5pct", 16384, MiB, case="periodic-sync"),
+    ),
+    default_scale=0.0005,
+    description=(
+        "aws-cli's s3transfer benchmarks: many small files, many large files, a mixed "
+        "power-of-two set, and a periodic sync (sync, change 5 % of the files, sync again)"
+    ),
+    source="aws-cli / s3transfer performance scripts and published comparisons",
+)
+
+S5CMD = Scenario(
+    "s5cmd",
+    (
+        Row.of(1, GiB, sweep=(2, 8, 32)),
+        Row.of(1, 10 * GiB, sweep=(2, 8, 32)),
+        Row.of(1, 100 * GiB, sweep=(2, 8, 32)),
+        Row("2500x1MB", 2500, 1_000_000, published="2500x1MB"),
+    ),
+    default_scale=0.005,
+    description=(
+        "s5cmd's published comparison: single 1/10/100 GiB files with a concurrency "
+        "sweep, and 2,500 files of 1 MB"
+    ),
+    source="s5cmd README / 'Benchmarks' blog posts",
+)
+
+SKYPLANE = Scenario(
+    "skyplane",
+    (
+        Row.of(1024, 64 * MiB),
+        Row.of(1, 4 * GiB),
+        Row.of(1, 16 * GiB),
+        Row.of(1, 64 * GiB),
+        Row("text-16MiB-shards", 1024, 16 * MiB, data="text", fixed_size=True),
+    ),
+    default_scale=0.005,
+    description=(
+        "Skyplane-style transfers: a many-file data set of shards, large random files "
+        "(4-64 GiB), and a text corpus in 16 MiB shards for the compression/cost case"
+    ),
+    source="Skyplane paper and docs (bulk transfer benchmarks, cost model)",
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s for s in (QUICK, SYNAPSE_UPLOAD, SYNAPSE_DOWNLOAD, AWSCLI, S5CMD, SKYPLANE)
+}
 
 _ROW = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\S+)\s*$")
 
@@ -93,3 +324,30 @@ def parse_rows(spec: str) -> tuple[Row, ...]:
     if not rows:
         raise ValueError(f"no rows in {spec!r}")
     return tuple(rows)
+
+
+def select_rows(scenario: Scenario, spec: str) -> tuple[Row, ...]:
+    """Pick rows of ``scenario`` by name or 1-based index: ``1,3`` or ``10x1GiB,1000x1MiB``.
+
+    Raises :class:`ValueError` listing the valid names for an unknown one.
+    """
+    picked: list[Row] = []
+    by_name = {r.name.lower(): r for r in scenario.rows}
+    for item in (x.strip() for x in spec.split(",")):
+        if not item:
+            continue
+        if item.isdigit() and 1 <= int(item) <= len(scenario.rows):
+            row = scenario.rows[int(item) - 1]
+        elif item.lower() in by_name:
+            row = by_name[item.lower()]
+        else:
+            names = ", ".join(r.name for r in scenario.rows)
+            raise ValueError(
+                f"scenario {scenario.name} has no row {item!r} "
+                f"(rows: {names}; or 1..{len(scenario.rows)})"
+            )
+        if row not in picked:
+            picked.append(row)
+    if not picked:
+        raise ValueError(f"no rows in {spec!r}")
+    return tuple(picked)

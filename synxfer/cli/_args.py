@@ -115,3 +115,15 @@ def endpoint_arg(text: str) -> tuple[str, str]:
             f"invalid endpoint {text!r}: expected SCHEME=URL, e.g. s3=http://127.0.0.1:9000"
         )
     return scheme.lower(), url
+
+
+def backend_option_arg(text: str) -> tuple[str, str, str]:
+    """``SCHEME.KEY=VALUE`` for ``--backend-option``."""
+    name, sep, value = text.partition("=")
+    scheme, dot, key = name.partition(".")
+    if not sep or not dot or not scheme or not key:
+        raise argparse.ArgumentTypeError(
+            f"invalid backend option {text!r}: expected SCHEME.KEY=VALUE, "
+            f"e.g. blocks.cluster=sites.toml"
+        )
+    return scheme.lower(), key, value

