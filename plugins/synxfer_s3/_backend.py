@@ -33,6 +33,7 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import io
 import math
 import os
 import re
@@ -680,9 +681,48 @@ def _add_checksum(
 
 
 def _body(data: Payload) -> bytes:
-    """botocore accepts bytearray bodies (its validator allows them, and aiohttp
-    sends them without a copy); the stubs only say ``bytes``."""
-    return cast(bytes, data)
+    """The request body for ``data``: a no-copy file view of it.
+
+    Given a ``bytearray`` (the engine's reusable part buffers), aiohttp would
+    copy it whole (it slices the body to its length, and slicing a bytearray
+    copies), and asyncio's transport (before Python 3.12) would copy again
+    whatever the socket could not take at once: three part-sized buffers per
+    request. As a ``BytesIO``, aiohttp writes it in 256 KiB chunks and waits
+    for each to drain, so only the engine's buffer is ever part-sized.
+    (The stubs say ``bytes``; botocore accepts file-like bodies.)
+    """
+    return cast(bytes, _BufferView(data))
+
+
+class _BufferView(io.BytesIO):
+    """A read-only, seekable ``BytesIO`` over someone else's buffer, without
+    copying it (``BytesIO(buffer)`` would). Only what botocore (length,
+    rewind) and aiohttp (size, chunked reads) use is provided."""
+
+    def __init__(self, data: Payload) -> None:
+        super().__init__()
+        self._data = data
+        self._pos = 0
+
+    def getbuffer(self) -> memoryview:
+        return memoryview(self._data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = len(self._data) if size is None or size < 0 else self._pos + size
+        chunk = bytes(memoryview(self._data)[self._pos : end])
+        self._pos += len(chunk)
+        return chunk
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._data)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 def _b64md5(data: bytes) -> str:
