@@ -66,6 +66,11 @@ class TransferConfig:
         Seconds, passed to backends for their network calls. ``read_timeout``
         is also the stall timeout: a connection silent that long is dropped
         and the request retried.
+    ``min_throughput``
+        Bytes per second below which a data request counts as stalled even
+        though bytes still trickle in: it gets ``read_timeout + bytes /
+        min_throughput`` seconds, then is cancelled and retried. 0 (default)
+        turns this off; on a shared slow link, remember it is per request.
     ``resume`` / ``state_dir``
         Keep a journal of multipart uploads and ranged downloads in progress
         (SQLite, under ``state_dir``, default ``~/.cache/synxfer``), so an
@@ -80,6 +85,7 @@ class TransferConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
+    min_throughput: int = 0
     resume: bool = True
     state_dir: str | None = None
 
@@ -94,6 +100,8 @@ class TransferConfig:
             raise ConfigError(
                 f"multipart_threshold must be >= 1 byte (got {self.multipart_threshold})"
             )
+        if self.min_throughput < 0:
+            raise ConfigError(f"min_throughput must be >= 0 (got {self.min_throughput})")
         if self.memory_budget < 0:
             raise ConfigError(f"memory_budget must be >= 0 (got {self.memory_budget})")
         if self.connect_timeout <= 0 or self.read_timeout <= 0:

@@ -40,7 +40,7 @@ from .engine.plan import (
     plan_download,
     plan_upload,
 )
-from .layers import LimitLayer, RetryLayer
+from .layers import LimitLayer, RetryLayer, TimeoutLayer
 from .registry import open_backend
 
 __all__ = ["Client"]
@@ -167,6 +167,13 @@ class Client:
                 inner = open_backend(loc.scheme, loc.bucket, options)
                 for layer in self._layers:
                     inner = layer(inner)
+                if self.config.min_throughput:
+                    inner = TimeoutLayer(
+                        inner,
+                        self.config.read_timeout,
+                        self.config.min_throughput,
+                        self.config.part_size,
+                    )
                 backend = RetryLayer(
                     LimitLayer(inner, self._engine.requests),
                     self.config.retry,

@@ -86,8 +86,7 @@ async def _stream(
 
     async def fetch(index: int, if_match: str | None) -> tuple[bytes, ObjectInfo, Checksum | None]:
         offset, length = ranges[index]
-        whole = len(ranges) == 1
-        res = await src.read(src_key, offset, None if whole else length, if_match=if_match)
+        res = await src.read(src_key, offset, length or None, if_match=if_match)
         if len(res.data) != length:
             raise IntegrityError(
                 f"{url}: expected {length} bytes at offset {offset}, got {len(res.data)}"

@@ -268,9 +268,9 @@ async def download_object(
             length0 = ranges[0][1]
             granted = await engine.budget.acquire(length0)
             try:
-                res = await backend.read(
-                    key, 0, None if len(ranges) == 1 else length0, if_match=etag
-                )
+                # The length is known (its layers may use it), except for an
+                # empty object, which must be read without a range (S3: 416).
+                res = await backend.read(key, 0, length0 or None, if_match=etag)
                 info = res.info
                 if info.size != size:
                     raise PreconditionFailed(

@@ -1,12 +1,14 @@
-"""Layers wrap a backend and return a backend: retry, limit, chaos.
+"""Layers wrap a backend and return a backend: retry, limit, timeout, chaos.
 
-The client builds the stack ``Retry -> Limit -> backend`` so that a retry's
-backoff never holds a concurrency slot.
+The client builds the stack ``Retry -> Limit -> [Timeout] -> [user layers] ->
+backend``, so a retry's backoff never holds a concurrency slot and a request's
+deadline counts only its own time, not its wait for a slot.
 """
 
 from ._base import Layer
 from .chaos import ChaosLayer
 from .limit import LimitLayer
 from .retry import RetryLayer
+from .timeout import TimeoutLayer
 
-__all__ = ["ChaosLayer", "Layer", "LimitLayer", "RetryLayer"]
+__all__ = ["ChaosLayer", "Layer", "LimitLayer", "RetryLayer", "TimeoutLayer"]

@@ -63,10 +63,12 @@ class Layer(Backend):
         *,
         if_match: str | None = None,
     ) -> ReadResult:
-        async def read() -> ReadResult:
-            return await self.inner.read(key, offset, length, if_match=if_match)
+        return await self._call("read", self._read, key, offset, length, if_match)
 
-        return await self._call("read", read)
+    async def _read(
+        self, key: str, offset: int, length: int | None, if_match: str | None
+    ) -> ReadResult:
+        return await self.inner.read(key, offset, length, if_match=if_match)
 
     async def put(
         self, key: str, data: Payload, options: WriteOptions, checksum: Checksum | None = None
