@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any
+
+from synxfer.testing.process import ChildProcess, end_process, read_line
 
 from .server import TOKEN_ENV
 
 __all__ = ["BlockdProcess", "start_all", "write_cluster_file"]
 
 
-class BlockdProcess:
+class BlockdProcess(ChildProcess):
     """One ``synxfer-blockd`` child process serving ``site`` from ``data_dir``."""
 
     def __init__(
@@ -91,10 +90,11 @@ class BlockdProcess:
         """Wait until the child prints its port; RuntimeError if it does not."""
         if self.proc is None or self.proc.stdout is None:
             raise RuntimeError(f"synxfer-blockd for site {self.site} was not launched")
-        line = _read_line(self.proc.stdout, self.start_timeout)
-        if not line:
+        try:
+            line = read_line(self.proc.stdout, self.start_timeout)
+        except (TimeoutError, EOFError):
             self.stop()
-            raise RuntimeError(f"synxfer-blockd for site {self.site} did not start")
+            raise RuntimeError(f"synxfer-blockd for site {self.site} did not start") from None
         info: dict[str, Any] = json.loads(line)
         self.port = int(info["port"])
         self.url = str(info["url"])
@@ -103,15 +103,7 @@ class BlockdProcess:
         """Stop the child (SIGTERM, then SIGKILL). Safe to call twice."""
         proc, self.proc = self.proc, None
         if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout)
-            if proc.stdout is not None:
-                proc.stdout.close()
+            end_process(proc, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -121,18 +113,6 @@ class BlockdProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        self.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         self.stop()
 
 
@@ -147,23 +127,6 @@ def start_all(procs: Sequence[BlockdProcess]) -> None:
         for proc in procs:
             proc.stop()
         raise
-
-
-def _read_line(stream: IO[bytes], timeout: float) -> str:
-    """One line from a child's stdout, or ``""`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    buf = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stream, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                return ""
-            chunk = os.read(stream.fileno(), 4096)
-            if not chunk:
-                return ""
-            buf += chunk
-    return buf.split(b"\n", 1)[0].decode()
 
 
 def write_cluster_file(

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
+from .process import ChildProcess, end_process, read_line
+
 __all__ = ["HOST", "DelayProxy", "EmulatedNetwork", "Link", "NetworkProcess", "rtt_between"]
 
 #: The only address proxies bind.
@@ -344,7 +346,7 @@ class EmulatedNetwork:
         await self.aclose()
 
 
-class NetworkProcess:
+class NetworkProcess(ChildProcess):
     """An :class:`EmulatedNetwork` in a child process; same arguments, same ``url``.
 
     Use as a (synchronous) context manager. The child reads its spec from
@@ -397,52 +399,17 @@ class NetworkProcess:
         self.proc.stdin.write(json.dumps(self.spec) + "\n")
         self.proc.stdin.flush()
         try:
-            line = _readline(self.proc.stdout, self.start_timeout)
+            line = read_line(self.proc.stdout, self.start_timeout)
             self.urls = json.loads(line)["urls"]
-        except (ValueError, KeyError, TimeoutError) as exc:
+        except (ValueError, KeyError, TimeoutError, EOFError) as exc:
             self.stop()
             raise RuntimeError(f"the network process did not start: {exc}") from None
 
     def stop(self) -> None:
         """Stop the child (close its stdin, then terminate). Safe to call twice."""
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            if proc.stdin is not None:
-                proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-def _readline(stream: Any, timeout: float) -> str:
-    import selectors
-
-    with selectors.DefaultSelector() as sel:
-        sel.register(stream, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            raise TimeoutError(f"no answer in {timeout} s")
-    line: str = stream.readline()
-    if not line:
-        raise ValueError("the child exited")
-    return line
+        if proc is not None:
+            end_process(proc, 10.0, close_stdin_first=True)
 
 
 async def _serve_spec(spec: Mapping[str, Any]) -> None:

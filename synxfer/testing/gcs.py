@@ -56,7 +56,6 @@ Everything binds 127.0.0.1. Nothing here sets environment variables.
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import email.utils
 import http.client
@@ -75,6 +74,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import IO, Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+
+from .process import ChildProcess, end_process, stderr_tail
 
 __all__ = [
     "HOST",
@@ -180,7 +181,7 @@ os._exit(0)
 """
 
 
-class GcsEmulator:
+class GcsEmulator(ChildProcess):
     """``gcp-storage-emulator`` in a subprocess, as a (synchronous) context manager::
 
         with GcsEmulator() as emulator:
@@ -272,27 +273,12 @@ class GcsEmulator:
         )
 
     def _stderr_tail(self) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
-        return f": {tail}" if tail else ""
+        return stderr_tail(self._stderr)
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None:
-            with contextlib.suppress(OSError):
-                if proc.stdin is not None:
-                    proc.stdin.close()  # the wrapper exits at EOF
-            try:
-                proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        if proc is not None:  # the wrapper exits at EOF on its stdin
+            end_process(proc, self.stop_timeout, close_stdin_first=True)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -304,18 +290,6 @@ class GcsEmulator:
         if self._cwd is not None:
             self._cwd.cleanup()
             self._cwd = None
-
-    def __enter__(self) -> GcsEmulator:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"pid={self._proc.pid} {self.endpoint_url}" if self._proc else "stopped"

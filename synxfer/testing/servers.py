@@ -28,16 +28,16 @@ import dataclasses
 import hashlib
 import io
 import os
-import selectors
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import parse_qs
+
+from .process import ChildProcess, end_process, read_line, stderr_tail
 
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
@@ -210,7 +210,7 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
-class MotoProcess:
+class MotoProcess(ChildProcess):
     """moto in a subprocess on 127.0.0.1, as a (synchronous) context manager::
 
         with MotoProcess() as moto:
@@ -276,63 +276,27 @@ class MotoProcess:
     def _read_port(self) -> int:
         assert self._proc is not None
         assert self._proc.stdout is not None
-        deadline = time.monotonic() + self.startup_timeout
-        line = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._proc.stdout, selectors.EVENT_READ)
-            while not line.endswith(b"\n"):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not selector.select(remaining):
-                    raise RuntimeError(
-                        f"moto did not start within {self.startup_timeout}s{self._stderr_tail()}"
-                    )
-                chunk = os.read(self._proc.stdout.fileno(), 64)
-                if not chunk:
-                    raise RuntimeError(f"moto exited while starting{self._stderr_tail()}")
-                line += chunk
-        return int(line.strip())
+        try:
+            return int(read_line(self._proc.stdout, self.startup_timeout).strip())
+        except TimeoutError:
+            raise RuntimeError(
+                f"moto did not start within {self.startup_timeout}s{self._stderr_tail()}"
+            ) from None
+        except EOFError:
+            raise RuntimeError(f"moto exited while starting{self._stderr_tail()}") from None
 
     def _stderr_tail(self) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
-        return f": {tail}" if tail else ""
+        return stderr_tail(self._stderr)
 
     def stop(self) -> None:
         """Stop the server: close stdin, then SIGTERM, then SIGKILL. Safe to call twice."""
         proc, self._proc = self._proc, None
         self.port = None
-        if proc is not None:
-            with contextlib.suppress(OSError):
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            try:
-                proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+        if proc is not None:  # the child exits when its stdin closes
+            end_process(proc, self.stop_timeout, close_stdin_first=True)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-
-    def __enter__(self) -> MotoProcess:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"pid={self._proc.pid} {self.endpoint_url}" if self._proc else "stopped"
