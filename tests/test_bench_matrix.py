@@ -351,3 +351,24 @@ def test_help_lists_every_subcommand() -> None:
     ).stdout
     for name in ("run", "setup-peers", "compare", "blockstore"):
         assert name in out
+
+
+def test_cross_cloud_copy_row(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The s3 -> gs row: the bench starts a GCS emulator, synxfer copies from the
+    S3 target to it, the copy is verified by listing gs://, and it is costed."""
+    pytest.importorskip("google_crc32c")
+    out = tmp_path / "out"
+    argv = [
+        "run", "--scenario", "cross-cloud", "--rows", "1", "--scale", "0.01",
+        "--repeat", "1", "--target", "embedded", "--tools", "synxfer",
+        "--work-dir", str(tmp_path / "work"), "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    assert "copy: seconds" in capfd.readouterr().out
+    report = json.loads((out / "results.json").read_text())
+    [result] = report["results"]
+    assert result["ok"]
+    assert result["verified"]
+    assert result["direction"] == "copy"
+    assert result["cost"]["as_sent"]["egress_usd"] > 0
+    assert "STORAGE_EMULATOR_HOST" not in os.environ  # restored after the run

@@ -20,11 +20,14 @@ What a row measures depends on its case:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as _dt
+import os
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,7 @@ from .datagen import (
 )
 from .measure import Timeline, TimelineSample, run_measured
 from .runner import BenchError, Measurement
-from .scenarios import Row, Scenario, human_size
+from .scenarios import GCS_EMULATOR, Row, Scenario, human_size
 from .targets import Target, UrlTarget
 from .tools import Op, SynxferTool, Tool
 
@@ -272,8 +275,43 @@ class _Runner:
         )
         return sample
 
+    @contextlib.contextmanager
+    def _gcs_emulator_if_needed(self) -> Iterator[None]:
+        """Start a GCS emulator on 127.0.0.1 for rows copying to :data:`GCS_EMULATOR`.
+
+        The rows' ``copy_to`` becomes ``gs://<bucket>/...`` and tools find
+        the emulator through ``STORAGE_EMULATOR_HOST`` for the run.
+        """
+        if not any(row.copy_to.startswith(GCS_EMULATOR) for row in self.plan.rows):
+            yield
+            return
+        from ..testing.gcs import GcsEmulator, GcsFront, create_bucket
+
+        bucket = GCS_EMULATOR.split("://", 1)[1].split("/", 1)[0]
+        real = f"gs://{bucket}/"
+        saved = os.environ.get("STORAGE_EMULATOR_HOST")
+        with GcsEmulator() as emulator, GcsFront(emulator.endpoint_url) as front:
+            create_bucket(front.endpoint_url, bucket)
+            os.environ["STORAGE_EMULATOR_HOST"] = front.endpoint_url
+            self.plan.rows = tuple(
+                dataclasses.replace(r, copy_to=r.copy_to.replace(GCS_EMULATOR, real))
+                for r in self.plan.rows
+            )
+            self.result.notes.append(
+                "copy rows go to gcp-storage-emulator on 127.0.0.1 (a Python server: it, "
+                "not the client, bounds their throughput)"
+            )
+            try:
+                yield
+            finally:
+                if saved is None:
+                    os.environ.pop("STORAGE_EMULATOR_HOST", None)
+                else:
+                    os.environ["STORAGE_EMULATOR_HOST"] = saved
+
     def _list_url(self, url: str) -> dict[str, int]:
-        other = UrlTarget(url, endpoint_url=self.target.endpoint_url)
+        same_service = url.startswith(f"{self.target.scheme}://")
+        other = UrlTarget(url, endpoint_url=self.target.endpoint_url if same_service else None)
         other.base_prefix = other.base_prefix.rsplit("synxfer-bench-", 1)[0]
         with other:
             found: dict[str, int] = other.run(other.list_prefix(""))
@@ -368,7 +406,7 @@ class _Runner:
                 self.log(f"synxfer-bench: {tool.label}: SKIPPED: {reason}")
         tools = [t for t in self.tools if t.missing() is None]
         t0 = time.monotonic()
-        with self.timeline:
+        with self.timeline, self._gcs_emulator_if_needed():
             for index, row in enumerate(plan.rows):
                 self.log(
                     f"[{index + 1}/{len(plan.rows)}] {row.name}: {row.geometry}"

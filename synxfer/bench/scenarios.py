@@ -30,6 +30,7 @@ from ..cli._args import parse_size
 __all__ = [
     "CASES",
     "DATA_KINDS",
+    "GCS_EMULATOR",
     "QUICK",
     "SCENARIOS",
     "Row",
@@ -292,8 +293,27 @@ SKYPLANE = Scenario(
     source="Skyplane paper and docs (bulk transfer benchmarks, cost model)",
 )
 
+#: ``copy_to`` of rows whose destination is a GCS emulator the bench starts
+#: on 127.0.0.1 for the run (the URL then becomes ``gs://<bucket>/...``).
+GCS_EMULATOR = "gs+emulator://synxfer-bench-gcs/"
+
+CROSS_CLOUD = Scenario(
+    "cross-cloud",
+    (
+        Row("s3-to-gs-100x1MiB", 100, MiB, case="copy", copy_to=GCS_EMULATOR),
+        Row("s3-to-gs-4x64MiB", 4, 64 * MiB, case="copy", copy_to=GCS_EMULATOR),
+    ),
+    default_scale=1.0,
+    description=(
+        "Skyplane's headline case, between clouds: objects copied from the S3 target to "
+        "GCS (gcp-storage-emulator on 127.0.0.1), streamed through memory; synxfer only"
+    ),
+    source="Skyplane (cloud-to-cloud transfers and their egress cost)",
+)
+
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (QUICK, SYNAPSE_UPLOAD, SYNAPSE_DOWNLOAD, AWSCLI, S5CMD, SKYPLANE)
+    s.name: s
+    for s in (QUICK, SYNAPSE_UPLOAD, SYNAPSE_DOWNLOAD, AWSCLI, S5CMD, SKYPLANE, CROSS_CLOUD)
 }
 
 _ROW = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\S+)\s*$")

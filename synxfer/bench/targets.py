@@ -498,7 +498,10 @@ class UrlTarget(Target):
         from ..client import Client
 
         self._loop = asyncio.Runner()
-        self._client = Client(endpoint_url=self.endpoint_url)
+        # The endpoint is for this target's scheme only (a gs:// copy
+        # destination must not be sent to an S3 endpoint).
+        endpoints = {self.scheme: self.endpoint_url} if self.endpoint_url else None
+        self._client = Client(endpoints=endpoints)
         self._loop.run(self._client.__aenter__())
 
     def stop(self) -> None:

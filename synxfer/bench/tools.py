@@ -165,7 +165,13 @@ class SynxferTool(Tool):
             options = _replace_option(options, "--max-threads", str(op.concurrency))
             options = _drop_option(options, "--max-files")
         if target.endpoint_url:
-            options += ["--endpoint-url", target.endpoint_url]
+            # A copy may go to another service: name the endpoint's scheme.
+            endpoint = f"{target.scheme}={target.endpoint_url}"
+            options += (
+                ["--endpoint", endpoint]
+                if op.kind == "copy"
+                else ["--endpoint-url", target.endpoint_url]
+            )
         argv = [sys.executable, "-m", "synxfer.cli.main", *args, "-q", *options]
         argv += ["--region", target.region]
         env = target.tool_env()
