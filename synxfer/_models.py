@@ -16,6 +16,7 @@ __all__ = [
     "ListPage",
     "MultipartUpload",
     "ObjectInfo",
+    "PendingUpload",
     "ReadResult",
     "TransferResult",
     "WriteOptions",
@@ -82,6 +83,15 @@ class MultipartUpload:
 
     key: str
     upload_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingUpload:
+    """A multipart upload in progress on the server, and when it began
+    (seconds since the epoch, by the server's clock; None if unknown)."""
+
+    upload: MultipartUpload
+    initiated: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

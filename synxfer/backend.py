@@ -40,6 +40,7 @@ from ._models import (
     ListPage,
     MultipartUpload,
     ObjectInfo,
+    PendingUpload,
     ReadResult,
     WriteOptions,
 )
@@ -237,6 +238,14 @@ class Backend(abc.ABC):
         """The parts the server holds for an upload in progress, by number
         (if ``list_parts``). Raises NotFound if the upload no longer exists."""
         raise NotImplementedError(f"{type(self).__name__} cannot list parts")
+
+    async def list_uploads(self, key: str) -> list[PendingUpload]:
+        """Multipart uploads in progress for exactly ``key`` (optional).
+
+        The engine uses it to abort an upload whose creation was applied by
+        the server but whose reply was lost (and so was created again).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list uploads")
 
     # -- conveniences built on the primitives --------------------------------
 

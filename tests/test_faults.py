@@ -481,11 +481,6 @@ async def test_complete_applied_but_reply_lost_is_not_an_error(
     assert no_uploads_left(s3, bucket) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a CreateMultipartUpload applied but whose reply is lost is retried as a second "
-    "upload, and the first is never aborted (reported to the lead)",
-)
 async def test_lost_create_multipart_reply_leaves_no_upload_behind(
     moto: str, s3: Any, bucket: str, tmp_path: Path
 ) -> None:
@@ -507,7 +502,7 @@ async def test_lost_create_multipart_reply_leaves_no_upload_behind(
     assert r.retries == 1
     assert stats.ops["create_multipart"] == 2  # the first one was applied by the server
     verify_bucket(s3, bucket, "t/", contents)
-    assert no_uploads_left(s3, bucket) == []  # today: the first upload is orphaned
+    assert no_uploads_left(s3, bucket) == []  # the orphaned first upload was aborted
 
 
 # -- restarts ----------------------------------------------------------------------

@@ -209,7 +209,7 @@ def test_public_api_surface() -> None:
         "TransferResult", "FileFailure", "Event", "EventKind", "Action",
         # backend SDK
         "Backend", "BackendOptions", "Capabilities", "Checksum", "ObjectInfo", "ReadResult",
-        "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart",
+        "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart", "PendingUpload",
         # errors
         "SynxferError", "ConfigError", "InvalidURL", "UnknownScheme", "BackendError",
         "NotFound", "BucketNotFound", "PermissionDenied", "PreconditionFailed",

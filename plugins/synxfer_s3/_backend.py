@@ -59,6 +59,7 @@ from synxfer import (
     MultipartUpload,
     NotFound,
     ObjectInfo,
+    PendingUpload,
     ReadResult,
     TransientError,
     WriteOptions,
@@ -630,6 +631,27 @@ class S3Backend(Backend):
                 if not resp.get("IsTruncated"):
                     return parts
                 marker = int(resp["NextPartNumberMarker"])
+
+    async def list_uploads(self, key: str) -> list[PendingUpload]:
+        found: list[PendingUpload] = []
+        key_marker = upload_marker = ""
+        with self._guard(key):
+            while True:
+                resp = await self._s3.list_multipart_uploads(
+                    Bucket=self.bucket,
+                    Prefix=key,
+                    KeyMarker=key_marker,
+                    UploadIdMarker=upload_marker,
+                )
+                for u in resp.get("Uploads", []):
+                    if u.get("Key") == key and u.get("UploadId"):
+                        started = u.get("Initiated")
+                        when = started.timestamp() if started is not None else None
+                        found.append(PendingUpload(MultipartUpload(key, u["UploadId"]), when))
+                if not resp.get("IsTruncated"):
+                    return found
+                key_marker = resp.get("NextKeyMarker", "")
+                upload_marker = resp.get("NextUploadIdMarker", "")
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         with self._guard(upload.key):

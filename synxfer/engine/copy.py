@@ -27,7 +27,7 @@ from ..backend import Backend, Checksum, ChecksumAlgorithm
 from .core import Engine
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
 from .parts import checksum_of, crc32c_value, part_ranges, plan_part_size
-from .transfer import PartSums, abort_upload
+from .transfer import PartSums, abort_orphans, abort_upload, create_upload
 
 __all__ = ["copy_object"]
 
@@ -119,11 +119,12 @@ async def _stream(
             engine.progress(len(data), "up")
             await _reconcile(dst, dst_key, result, sums, ranges)
             return size
-        upload = await dst.create_multipart(dst_key, options)
+        upload, orphans_since = await create_upload(dst, dst_key, options)
         try:
             first = await dst.upload_part(upload, 1, data, checksum)
         except BaseException:
             await abort_upload(dst, upload)
+            await abort_orphans(dst, upload, orphans_since)
             raise
         engine.progress(len(data), "up")
         del data
@@ -150,7 +151,9 @@ async def _stream(
         result = await dst.complete_multipart(upload, [parts[n] for n in sorted(parts)])
     except BaseException:
         await abort_upload(dst, upload)
+        await abort_orphans(dst, upload, orphans_since)
         raise
+    await abort_orphans(dst, upload, orphans_since)
     await _reconcile(dst, dst_key, result, sums, ranges)
     return size
 

@@ -14,11 +14,19 @@ import contextlib
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 
-from .._exceptions import IntegrityError, NotFound, PreconditionFailed, SourceChangedError
+from .._exceptions import (
+    IntegrityError,
+    NotFound,
+    PreconditionFailed,
+    SourceChangedError,
+    SynxferError,
+)
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend
+from ..layers.retry import attempts_of_last_call
 from .core import Engine
 from .localfile import TEMP_SUFFIX, LocalFile, identity, temp_path_for
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, stored_mtime, stored_part_size
@@ -95,8 +103,9 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
         metadata[PART_SIZE_KEY] = str(part_size)
         dest = backend.url(key)
         upload, done = await _resume_upload(engine, backend, key, path, before, part_size)
+        orphans_since = None
         if upload is None:
-            upload = await backend.create_multipart(key, WriteOptions(metadata))
+            upload, orphans_since = await create_upload(backend, key, WriteOptions(metadata))
             await engine.journal(
                 "upload_start", dest, str(path), before, upload.upload_id, part_size
             )
@@ -113,8 +122,10 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
         except BaseException:
             await abort_upload(backend, upload)
             await engine.journal("upload_done", dest)
+            await abort_orphans(backend, upload, orphans_since)
             raise
         await engine.journal("upload_done", dest)
+        await abort_orphans(backend, upload, orphans_since)
         return sent
     finally:
         await f.close()
@@ -202,6 +213,61 @@ async def _send_parts(
             granted = await engine.budget.acquire(length)
             tg.create_task(send(index + 1, offset, length, granted))
     return sent
+
+
+#: An orphan may have begun this long before our first attempt, by the
+#: server's clock (client and server clocks differ a little).
+_ORPHAN_CLOCK_SLACK = 60.0
+#: A server time further than this from ours is not a clock to compare with
+#: (moto, for one, reports a fixed date).
+_IMPLAUSIBLE_CLOCK = 86_400.0
+
+
+async def create_upload(
+    backend: Backend, key: str, options: WriteOptions
+) -> tuple[MultipartUpload, float | None]:
+    """Start a multipart upload; also the time to look for orphans from, if any.
+
+    Creating an upload is not idempotent: if an attempt was applied by the
+    server but its reply was lost, the retry creates a second upload and the
+    first is orphaned (invisible, but billed until aborted). When the create
+    needed more than one attempt, this returns when the first began, for
+    :func:`abort_orphans`.
+    """
+    started = time.time()
+    upload = await backend.create_multipart(key, options)
+    return upload, (started if attempts_of_last_call() > 1 else None)
+
+
+async def abort_orphans(backend: Backend, upload: MultipartUpload, since: float | None) -> None:
+    """Abort uploads of ``upload.key`` begun since ``since`` that are not ``upload``.
+
+    Best effort, and only after a create that needed a retry: uploads begun
+    before our first attempt (by the server's clock, when it agrees with ours
+    within a day) are left alone; a backend that cannot list uploads, or a
+    listing that fails, leaves them all (a lifecycle rule is the backstop).
+    """
+    if since is None:
+        return
+    try:
+        pending = await backend.list_uploads(upload.key)
+    except (NotImplementedError, SynxferError) as exc:
+        log.info("could not look for orphaned uploads of %s: %s", backend.url(upload.key), exc)
+        return
+    now = time.time()
+    for other in pending:
+        ours = other.upload.upload_id == upload.upload_id
+        when = other.initiated
+        if when is not None and abs(now - when) > _IMPLAUSIBLE_CLOCK:
+            when = None  # the server's clock cannot be compared with ours
+        older = when is not None and when < since - _ORPHAN_CLOCK_SLACK
+        if not ours and not older:
+            await abort_upload(backend, other.upload)
+            log.info(
+                "aborted multipart upload %s of %s: created by an attempt whose reply was lost",
+                other.upload.upload_id,
+                backend.url(upload.key),
+            )
 
 
 async def abort_upload(backend: Backend, upload: MultipartUpload) -> None:

@@ -10,6 +10,7 @@ from .._models import (
     ListPage,
     MultipartUpload,
     ObjectInfo,
+    PendingUpload,
     ReadResult,
     WriteOptions,
 )
@@ -104,3 +105,6 @@ class Layer(Backend):
 
     async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
         return await self._call("list_parts", self.inner.list_parts, upload)
+
+    async def list_uploads(self, key: str) -> list[PendingUpload]:
+        return await self._call("list_uploads", self.inner.list_uploads, key)

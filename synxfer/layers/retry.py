@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -19,9 +20,25 @@ from .._exceptions import TransientError
 from ..backend import Backend
 from ._base import Layer
 
-__all__ = ["RetryLayer"]
+__all__ = ["RetryLayer", "attempts_of_last_call"]
 
 log = logging.getLogger("synxfer.retry")
+
+_last_attempts: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "synxfer_last_attempts", default=1
+)
+
+
+def attempts_of_last_call() -> int:
+    """How many attempts the last call through a RetryLayer in this task took.
+
+    More than one for a non-idempotent call (creating a multipart upload)
+    means an earlier attempt may have been applied by the server although
+    its reply was lost.
+    """
+    return _last_attempts.get()
+
+
 T = TypeVar("T")
 
 #: Called before each retry with the operation name, the attempt that failed
@@ -61,4 +78,7 @@ class RetryLayer(Layer):
             before_sleep=before_sleep,
             reraise=True,
         )
-        return await retrying(fn, *args)
+        try:
+            return await retrying(fn, *args)
+        finally:
+            _last_attempts.set(int(retrying.statistics.get("attempt_number", 1)))

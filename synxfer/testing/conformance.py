@@ -621,6 +621,27 @@ class MultipartTests(_Kit):
             await backend.list_parts(upload)
 
     @requires("multipart")
+    async def test_list_uploads_is_for_exactly_one_key(
+        self, backend: Backend, key_prefix: str
+    ) -> None:
+        """Optional primitive: uploads in progress for one key, not its prefix-mates."""
+        key = key_prefix + "mpu/pending.bin"
+        first = await backend.create_multipart(key, WriteOptions())
+        second = await backend.create_multipart(key, WriteOptions())
+        other = await backend.create_multipart(key + "2", WriteOptions())
+        try:
+            try:
+                pending = await backend.list_uploads(key)
+            except NotImplementedError:
+                pytest.skip("this backend does not list uploads (optional)")
+            ids = sorted(p.upload.upload_id for p in pending)
+            assert ids == sorted([first.upload_id, second.upload_id])
+            assert all(p.upload.key == key for p in pending)
+        finally:
+            for upload in (first, second, other):
+                await backend.abort_multipart(upload)
+
+    @requires("multipart")
     async def test_multipart_parts_out_of_order(self, backend: Backend, key_prefix: str) -> None:
         ps = _part_size(backend)
         key = key_prefix + "mpu/shuffled.bin"
