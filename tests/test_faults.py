@@ -454,11 +454,20 @@ async def test_multipart_that_gives_up_is_aborted(
         assert r.retries == 0
 
 
-async def test_complete_applied_but_reply_lost_is_not_an_error(
-    moto: str, s3: Any, bucket: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("op", "aborts"),
+    [
+        # Complete applied, reply lost: the retry gets NoSuchUpload and the
+        # backend recognises its own completed object; nothing is aborted.
+        ("complete_multipart", 0),
+        # Create applied, reply lost: the retry creates a second upload; the
+        # orphaned first one is found (list_uploads) and aborted.
+        ("create_multipart", 1),
+    ],
+)
+async def test_applied_request_whose_reply_is_lost(
+    op: str, aborts: int, moto: str, s3: Any, bucket: str, tmp_path: Path
 ) -> None:
-    """CompleteMultipartUpload is applied, then the connection is reset: the retry
-    gets NoSuchUpload, and the backend recognises its own completed object."""
     src = tmp_path / "src"
     contents = write_files(src, {"big.bin": 2 * PART + 99}, seed=6)
     async with (
@@ -466,7 +475,7 @@ async def test_complete_applied_but_reply_lost_is_not_an_error(
             moto,
             rate=1.0,
             faults={Fault.RESET_AFTER: 1.0},
-            ops={"complete_multipart"},
+            ops={op},
             max_faults=1,
         ) as proxy,
         synxfer.Client(CONFIG, endpoint_url=proxy.url) as client,
@@ -475,34 +484,10 @@ async def test_complete_applied_but_reply_lost_is_not_an_error(
         stats = proxy.snapshot()
     assert r.ok, r.failures
     assert r.retries == 1
-    assert stats.ops["complete_multipart"] == 2
-    assert stats.ops["abort_multipart"] == 0
+    assert stats.ops[op] == 2  # the first one was applied by the server
+    assert stats.ops["abort_multipart"] == aborts
     verify_bucket(s3, bucket, "t/", contents)
     assert no_uploads_left(s3, bucket) == []
-
-
-async def test_lost_create_multipart_reply_leaves_no_upload_behind(
-    moto: str, s3: Any, bucket: str, tmp_path: Path
-) -> None:
-    src = tmp_path / "src"
-    contents = write_files(src, {"big.bin": 2 * PART + 1}, seed=10)
-    async with (
-        FaultProxy(
-            moto,
-            rate=1.0,
-            faults={Fault.RESET_AFTER: 1.0},
-            ops={"create_multipart"},
-            max_faults=1,
-        ) as proxy,
-        synxfer.Client(CONFIG, endpoint_url=proxy.url) as client,
-    ):
-        r = await client.sync_to(src, f"s3://{bucket}/t")
-        stats = proxy.snapshot()
-    assert r.ok, r.failures
-    assert r.retries == 1
-    assert stats.ops["create_multipart"] == 2  # the first one was applied by the server
-    verify_bucket(s3, bucket, "t/", contents)
-    assert no_uploads_left(s3, bucket) == []  # the orphaned first upload was aborted
 
 
 # -- restarts ----------------------------------------------------------------------

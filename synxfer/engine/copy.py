@@ -26,7 +26,7 @@ from .._models import CompletedPart, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from .core import Engine
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
-from .parts import checksum_of, crc32c_value, part_ranges, plan_part_size
+from .parts import checksum_of, crc32c_value, have_crc32c, part_ranges, plan_part_size
 from .transfer import PartSums, abort_orphans, abort_upload, create_upload
 
 __all__ = ["copy_object"]
@@ -98,9 +98,7 @@ async def _stream(
                 )
             sums.plan(res.info, size, part_size)
             # The destination's whole-object CRC32C is checked after the copy.
-            sums.want_crc = sums.want_crc or (
-                algorithm == "crc32c" and crc32c_value(b"") is not None
-            )
+            sums.want_crc = sums.want_crc or (algorithm == "crc32c" and have_crc32c())
         checksum, md5, crc = await loop.run_in_executor(
             engine.executor, _sum_part, res.data, algorithm, sums.want_md5, sums.want_crc
         )

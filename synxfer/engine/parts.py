@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import importlib.util
 import math
 import re
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ __all__ = [
     "checksum_of",
     "crc32c_combine",
     "crc32c_value",
+    "have_crc32c",
     "multipart_etag",
     "part_ranges",
     "plan_part_size",
@@ -138,6 +140,11 @@ def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
     if len2 <= 0:
         return crc1
     return _gf2_times(_zero_bytes_operator(len2), crc1) ^ crc2
+
+
+def have_crc32c() -> bool:
+    """Whether CRC32C can be computed here (google-crc32c, the ``gcs`` extra)."""
+    return importlib.util.find_spec("google_crc32c") is not None
 
 
 def crc32c_value(data: bytes | bytearray | memoryview) -> int | None:

@@ -26,7 +26,7 @@ import enum
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import IntegrityError, UnsafePathError
@@ -366,7 +366,7 @@ class DeleteLocalJob:
     action: Action = Action.DELETE
     size: int = 0
     src: str = ""
-    dst: str = field(default="")
+    dst: str = ""
 
     def __post_init__(self) -> None:
         self.dst = self.dst or str(self.path)

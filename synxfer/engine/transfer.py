@@ -32,8 +32,8 @@ from .localfile import TEMP_SUFFIX, LocalFile, identity, temp_path_for
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, stored_mtime, stored_part_size
 from .parts import (
     crc32c_combine,
-    crc32c_value,
     etag_parts,
+    have_crc32c,
     multipart_etag,
     part_ranges,
     plan_part_size,
@@ -434,7 +434,7 @@ class PartSums:
         self.etag_parts = _expected_etag_parts(info, size, part_size, len(self.parts))
         single = len(self.parts) == 1
         self.want_md5 = self.etag_parts is not None or (single and "md5" in info.checksums)
-        self.want_crc = "crc32c" in info.checksums and crc32c_value(b"") is not None
+        self.want_crc = "crc32c" in info.checksums and have_crc32c()
 
     def written(self, index: int) -> bool:
         return self.parts[index] is not None
