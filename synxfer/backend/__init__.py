@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import ClassVar, Literal, Self
 
-from ._config import GiB, MiB
-from ._models import (
+from .._config import GiB, MiB
+from .._models import (
     CompletedPart,
     ListPage,
     MultipartUpload,
@@ -44,8 +44,10 @@ from ._models import (
     ReadResult,
     WriteOptions,
 )
+from ._requests import UNLIMITED, RequestLimiter
 
 __all__ = [
+    "UNLIMITED",
     "Backend",
     "BackendFactory",
     "BackendOptions",
@@ -53,6 +55,7 @@ __all__ = [
     "Checksum",
     "ChecksumAlgorithm",
     "Payload",
+    "RequestLimiter",
 ]
 
 ChecksumAlgorithm = Literal["md5", "crc32c"]
@@ -85,6 +88,11 @@ class Capabilities:
     list_parts: bool = False
     #: Part sizes are rounded up to a multiple of this (e.g. a block size).
     part_size_multiple: int = 1
+    #: Operations (primitive names, e.g. ``"copy"``) that may send several
+    #: requests in one call. The scheduler holds no request slot around them;
+    #: the backend takes one per request from ``options.requests`` instead
+    #: (see :mod:`synxfer.backend._requests`).
+    fan_out: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,9 @@ class BackendOptions:
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     extra: Mapping[str, str] = field(default_factory=lambda: _NO_EXTRA)
+    #: The scheduler's request limit, for operations listed in
+    #: ``Capabilities.fan_out`` (one slot per request they send).
+    requests: RequestLimiter = field(default=UNLIMITED, compare=False, repr=False)
 
 
 class Backend(abc.ABC):
