@@ -24,7 +24,7 @@ from ._config import TransferConfig
 from ._exceptions import ConfigError
 from ._models import Event, ObjectInfo, TransferResult
 from ._url import Location, parse_location
-from .backend import Backend, BackendOptions
+from .backend import Backend, BackendOptions, open_backend
 from .engine.core import Engine, Job, Run
 from .engine.filters import Filters
 from .engine.plan import (
@@ -41,7 +41,6 @@ from .engine.plan import (
     plan_upload,
 )
 from .layers import LimitLayer, RetryLayer, TimeoutLayer
-from .registry import open_backend
 
 __all__ = ["Client"]
 

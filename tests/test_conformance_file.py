@@ -30,7 +30,7 @@ from synxfer import (
     WriteOptions,
 )
 from synxfer._url import parse_location
-from synxfer.registry import resolve
+from synxfer.backend import resolve
 from synxfer.testing import BackendConformance, BackendFixtures, make_checksum
 from synxfer_file import FileBackend
 

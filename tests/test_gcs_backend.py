@@ -162,7 +162,7 @@ def test_constructor_validates() -> None:
         GcsBackend("b", BackendOptions(endpoint_url=local, extra={"list_page_size": "5000"}))
     assert GcsBackend.capabilities.part_checksum == "crc32c"
     assert GcsBackend.capabilities.max_parts == 1024
-    assert synxfer.registry.resolve("gs") is GcsBackend  # the entry point
+    assert synxfer.backend.resolve("gs") is GcsBackend  # the entry point
 
 
 def test_error_classification() -> None:

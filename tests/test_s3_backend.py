@@ -618,7 +618,7 @@ async def test_scp_uses_path_style(server: Server) -> None:
 
 
 def test_entry_points_resolve() -> None:
-    from synxfer.registry import resolve
+    from synxfer.backend import resolve
 
     assert resolve("s3") is S3Backend
     assert resolve("scp") is ScpBackend

@@ -25,8 +25,8 @@ from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError, TransferFailed
 from .._models import ObjectInfo, TransferResult
 from .._url import parse_location
+from ..backend import resolve
 from ..client import Client
-from ..registry import resolve
 from ._args import (
     FilterAction,
     Parser,

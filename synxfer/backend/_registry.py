@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from ._exceptions import UnknownScheme
-from .backend import Backend, BackendFactory, BackendOptions
+from .._exceptions import UnknownScheme
+from ._base import Backend, BackendFactory, BackendOptions
 
 __all__ = ["available_schemes", "open_backend", "register", "resolve"]
 

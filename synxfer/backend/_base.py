@@ -1,0 +1,253 @@
+"""The backend base class and the values it works with: what a plugin implements.
+
+See :mod:`synxfer.backend` for the rules; this module holds the definitions
+it re-exports.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import ClassVar, Literal, Self
+
+from .._config import GiB, MiB
+from .._models import (
+    CompletedPart,
+    ListPage,
+    MultipartUpload,
+    ObjectInfo,
+    PendingUpload,
+    ReadResult,
+    WriteOptions,
+)
+from ._requests import UNLIMITED, RequestLimiter
+
+__all__ = [
+    "Backend",
+    "BackendFactory",
+    "BackendOptions",
+    "Capabilities",
+    "Checksum",
+    "ChecksumAlgorithm",
+    "Payload",
+]
+
+ChecksumAlgorithm = Literal["md5", "crc32c"]
+
+#: The bytes of a put or a part: a buffer the engine may reuse as soon as the
+#: call returns, so a backend must not keep a reference to it.
+Payload = bytes | bytearray
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend can do; the engine plans around it.
+
+    ``part_checksum`` names the checksum the backend wants with every put and
+    part (the engine computes it off the event loop from the very buffer it
+    sends, and the server verifies it); ``None`` means none.
+    """
+
+    multipart: bool = True
+    min_part_size: int = 5 * MiB
+    max_part_size: int = 5 * GiB
+    max_parts: int = 10_000
+    max_single_put: int = 5 * GiB
+    ranged_reads: bool = True
+    server_side_copy: bool = False
+    metadata: bool = True
+    batch_delete: bool = False
+    part_checksum: ChecksumAlgorithm | None = "md5"
+    #: ``list_parts`` works, so an interrupted multipart upload can be resumed.
+    list_parts: bool = False
+    #: Part sizes are rounded up to a multiple of this (e.g. a block size).
+    part_size_multiple: int = 1
+    #: Operations (primitive names, e.g. ``"copy"``) that may send several
+    #: requests in one call. The scheduler holds no request slot around them;
+    #: the backend takes one per request from ``options.requests`` instead
+    #: (see :mod:`synxfer.backend._requests`).
+    fan_out: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Checksum:
+    """A checksum of the bytes being sent: the algorithm and its base64 value."""
+
+    algorithm: ChecksumAlgorithm
+    value: str
+
+
+_NO_EXTRA: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class BackendOptions:
+    """Connection options a client passes to every backend it opens.
+
+    Credentials are not options: backends take them from their platform's
+    standard chain (environment, profile, instance metadata). ``extra`` holds
+    backend-specific settings by name.
+    """
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    max_connections: int = 16
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    extra: Mapping[str, str] = field(default_factory=lambda: _NO_EXTRA)
+    #: The scheduler's request limit, for operations listed in
+    #: ``Capabilities.fan_out`` (one slot per request they send).
+    requests: RequestLimiter = field(default=UNLIMITED, compare=False, repr=False)
+
+
+class Backend(abc.ABC):
+    """Base class of every backend and layer. See the module docstring."""
+
+    #: URL scheme this backend serves, e.g. ``"s3"``.
+    scheme: ClassVar[str] = ""
+    #: What this backend can do.
+    capabilities: Capabilities = Capabilities()
+    #: The bucket (or root) this instance serves.
+    bucket: str = ""
+
+    def url(self, key: str = "") -> str:
+        """The URL of ``key`` in this backend, for messages and events."""
+        return f"{self.scheme}://{self.bucket}/{key}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url()}>"
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Acquire connections. Called once before first use."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections. Safe to call twice."""
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- primitives ----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def stat(self, key: str) -> ObjectInfo:
+        """Info of one object, with metadata. Raises NotFound."""
+
+    @abc.abstractmethod
+    async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        """One page of objects whose keys start with ``prefix``, in key order."""
+
+    @abc.abstractmethod
+    async def read(
+        self,
+        key: str,
+        offset: int = 0,
+        length: int | None = None,
+        *,
+        if_match: str | None = None,
+    ) -> ReadResult:
+        """Bytes ``[offset, offset+length)`` of an object (to the end if no length).
+
+        With ``if_match`` (an ETag), raise PreconditionFailed if the object
+        no longer has that ETag.
+        """
+
+    @abc.abstractmethod
+    async def put(
+        self,
+        key: str,
+        data: Payload,
+        options: WriteOptions,
+        checksum: Checksum | None = None,
+    ) -> ObjectInfo:
+        """Store a whole object in one request. Returns its info (etag at least)."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None:
+        """Delete one object; a missing key is not an error."""
+
+    async def delete_many(self, keys: Sequence[str]) -> Mapping[str, Exception]:
+        """Delete several objects; returns the keys that failed, with why.
+
+        Backends with ``batch_delete`` override this with one request per
+        batch; the default deletes one by one.
+        """
+        failed: dict[str, Exception] = {}
+        for key in keys:
+            try:
+                await self.delete(key)
+            except Exception as exc:
+                failed[key] = exc
+        return failed
+
+    async def copy(self, src_key: str, dst_key: str, options: WriteOptions) -> ObjectInfo:
+        """Server-side copy within this bucket (if ``server_side_copy``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no server-side copy")
+
+    async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
+        """Start a multipart upload (if ``multipart``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart upload")
+
+    async def upload_part(
+        self,
+        upload: MultipartUpload,
+        number: int,
+        data: Payload,
+        checksum: Checksum | None = None,
+    ) -> CompletedPart:
+        """Upload part ``number`` (1-based) of a multipart upload."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart upload")
+
+    async def complete_multipart(
+        self, upload: MultipartUpload, parts: Sequence[CompletedPart]
+    ) -> ObjectInfo:
+        """Assemble the parts, in number order, into the object."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart upload")
+
+    async def abort_multipart(self, upload: MultipartUpload) -> None:
+        """Discard a multipart upload and its parts; no partial object remains."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart upload")
+
+    async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
+        """The parts the server holds for an upload in progress, by number
+        (if ``list_parts``). Raises NotFound if the upload no longer exists."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list parts")
+
+    async def list_uploads(self, key: str) -> list[PendingUpload]:
+        """Multipart uploads in progress for exactly ``key`` (optional).
+
+        The engine uses it to abort an upload whose creation was applied by
+        the server but whose reply was lost (and so was created again).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list uploads")
+
+    # -- conveniences built on the primitives --------------------------------
+
+    async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
+        """Every object under ``prefix``, page by page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_page(prefix, cursor)
+            for item in page.items:
+                yield item
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+
+#: What an entry point in the ``synxfer.backends`` group must name: usually
+#: the backend class itself, called as ``Factory(bucket, options)``.
+BackendFactory = Callable[[str, BackendOptions], Backend]
