@@ -10,10 +10,13 @@ fresh bucket, and the suite runs once per backend class (``s3`` and ``scp``).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import io
 import logging
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -80,6 +83,10 @@ class S3Front:
     seen: list[Seen] = field(default_factory=list)
     #: Upload ids answered with 404 NoSuchUpload (moto answers 500 for unknown ids).
     gone_uploads: set[str] = field(default_factory=set)
+    #: Requests being served now, and the most served at once (moto is threaded).
+    active: int = 0
+    peak_active: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         headers = {
@@ -109,7 +116,14 @@ class S3Front:
                 [("Content-Range", "bytes 0-9/100"), ("Content-Length", "5"), ("ETag", '"x"')],
             )
             return [b"12345"]
-        return self.app(environ, start_response)
+        with self._lock:
+            self.active += 1
+            self.peak_active = max(self.peak_active, self.active)
+        try:
+            return self.app(environ, start_response)
+        finally:
+            with self._lock:
+                self.active -= 1
 
     @staticmethod
     def _error(start_response: StartResponse, status: int, code: str, msg: str) -> list[bytes]:
@@ -397,6 +411,56 @@ async def test_copy_large_uses_multipart(backend: S3Backend) -> None:
     got = await backend.read("big-copy")
     assert got.data == data
     assert got.info.metadata == {"mtime": "9"}
+
+
+class CountingLimiter:
+    """A RequestLimiter of ``limit`` slots that counts the slots taken and held at once."""
+
+    def __init__(self, limit: int) -> None:
+        self._slots = asyncio.Semaphore(limit)
+        self.held = self.peak = self.taken = 0
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self._slots:
+            self.held += 1
+            self.taken += 1
+            self.peak = max(self.peak, self.held)
+            try:
+                yield
+            finally:
+                self.held -= 1
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+async def test_copy_in_parts_takes_one_request_slot_per_request(server: Server, limit: int) -> None:
+    """``copy`` fans out (one UploadPartCopy per part, several at once), so the
+    scheduler holds no slot around it: the backend takes one of
+    ``options.requests`` per request, and never more than the limit are in flight."""
+    limiter = CountingLimiter(limit)
+    bucket = new_bucket(server, "fanout")
+    data = body(21 * MiB, seed=5)
+    options = BackendOptions(endpoint_url=server.url, requests=limiter)
+    async with S3Backend(bucket, options) as b:
+        assert b.capabilities.fan_out == frozenset({"copy"})
+        await b.put("big", data, WriteOptions(metadata={"mtime": "4"}), md5(data))
+        assert limiter.taken == 0, "a put is one request: the scheduler's slot covers it"
+        b.max_copy_size = 6 * MiB  # stand-in for CopyObject's 5 GiB limit
+        b.copy_part_size = 5 * MiB  # 5 parts, copied up to 8 at once without the limiter
+        seen = len(server.front.seen)
+        server.front.peak_active = 0
+        info = await asyncio.wait_for(b.copy("big", "big-copy", WriteOptions()), 60)
+        sent = [s for s in server.front.seen[seen:] if s.path.startswith(f"/{bucket}/")]
+        assert info.etag is not None
+        assert info.etag.endswith("-5")
+        assert (await b.read("big-copy")).data == data
+    part_copies = [s for s in sent if s.method == "PUT" and "x-amz-copy-source" in s.headers]
+    assert len(part_copies) == 5
+    # HEAD the source, create, 5 x UploadPartCopy, complete: a slot for each.
+    assert len(sent) == 8
+    assert limiter.taken == len(sent)
+    assert limiter.peak == limit, "the part copies did run side by side, up to the limit"
+    assert server.front.peak_active <= limit, "never more requests in flight than slots"
 
 
 async def test_multipart_round_trip(backend: S3Backend, server: Server) -> None:

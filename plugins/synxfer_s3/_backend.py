@@ -29,7 +29,6 @@ container/instance metadata) and are never held by this object.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -64,7 +63,14 @@ from synxfer import (
     TransientError,
     WriteOptions,
 )
-from synxfer.backend import Backend, BackendOptions, Capabilities, Checksum, Payload
+from synxfer.backend import (
+    Backend,
+    BackendOptions,
+    Capabilities,
+    Checksum,
+    Payload,
+    bounded_map,
+)
 
 from ._errors import FOREIGN_ERRORS, bucket_not_found, classify, client_error_details, map_error
 
@@ -110,6 +116,9 @@ class S3Backend(Backend):
         batch_delete=True,
         part_checksum="md5",
         list_parts=True,
+        # A copy of an object over max_copy_size sends one UploadPartCopy per
+        # part, several at once: each request takes a slot of options.requests.
+        fan_out=frozenset({"copy"}),
     )
 
     #: Signing region when neither ``options.region`` nor the AWS chain names one.
@@ -462,9 +471,13 @@ class S3Backend(Backend):
         ``options``. The source is pinned by its ETag, so a source that
         changes mid-copy raises PreconditionFailed. Objects larger than
         :attr:`max_copy_size` (CopyObject's 5 GiB limit) are copied with
-        UploadPartCopy, several parts at a time.
+        UploadPartCopy, several parts at a time. ``copy`` is in
+        ``capabilities.fan_out``: each request it sends takes a slot of
+        ``options.requests``.
         """
-        src = await self._head(src_key)
+        requests = self.options.requests
+        async with requests.slot():
+            src = await self._head(src_key)
         replace = bool(options.metadata or options.content_type)
         metadata = dict(options.metadata) if replace else dict(src.metadata)
         content_type = options.content_type if replace else src.content_type
@@ -482,8 +495,9 @@ class S3Backend(Backend):
             kwargs["Metadata"] = metadata
             if content_type:
                 kwargs["ContentType"] = content_type
-        with self._guard(dst_key):
-            resp = await self._s3.copy_object(**kwargs)
+        async with requests.slot():
+            with self._guard(dst_key):
+                resp = await self._s3.copy_object(**kwargs)
         result = resp.get("CopyObjectResult", {})
         return ObjectInfo(
             key=dst_key,
@@ -500,11 +514,14 @@ class S3Backend(Backend):
         caps = self.capabilities
         part_size = max(self.copy_part_size, math.ceil(src.size / caps.max_parts))
         part_size = min(part_size, caps.max_part_size)
-        limit = asyncio.Semaphore(max(1, min(8, self.options.max_connections)))
-        upload = await self.create_multipart(dst_key, options)
+        requests = self.options.requests  # one slot per request (see copy)
+        async with requests.slot():
+            upload = await self.create_multipart(dst_key, options)
 
-        async def copy_part(number: int, first: int, last: int) -> CompletedPart:
-            async with limit:
+        async def copy_part(part: tuple[int, int]) -> CompletedPart:
+            number, first = part
+            last = min(first + part_size, src.size) - 1
+            async with requests.slot():
                 with self._guard(dst_key):
                     resp = await self._s3.upload_part_copy(
                         Bucket=self.bucket,
@@ -518,19 +535,18 @@ class S3Backend(Backend):
             etag = _unquote(resp.get("CopyPartResult", {}).get("ETag")) or ""
             return CompletedPart(number, etag, last - first + 1)
 
-        tasks = [
-            asyncio.create_task(copy_part(n, first, min(first + part_size, src.size) - 1))
-            for n, first in enumerate(range(0, src.size, part_size), start=1)
-        ]
         try:
-            parts = await asyncio.gather(*tasks)
-            info = await self.complete_multipart(upload, parts)
+            parts = await bounded_map(
+                copy_part,
+                enumerate(range(0, src.size, part_size), start=1),
+                max(1, min(8, self.options.max_connections)),
+            )
+            async with requests.slot():
+                info = await self.complete_multipart(upload, parts)
         except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             with contextlib.suppress(Exception):
-                await self.abort_multipart(upload)
+                async with requests.slot():
+                    await self.abort_multipart(upload)
             raise
         return ObjectInfo(
             key=dst_key,
