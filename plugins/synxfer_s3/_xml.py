@@ -1,0 +1,534 @@
+"""S3's XML: parse the answers the data path needs, build the two bodies it sends.
+
+Parsing uses the C ElementTree parser and walks the few elements wanted by
+their (namespace-qualified) tag, with no schema or model machinery. Dates
+are parsed without dateutil: ISO 8601 (listings) with
+:func:`datetime.fromisoformat`, RFC 1123 (``Last-Modified``) by hand.
+
+Keys in listings requested with ``encoding-type=url`` come back
+URL-encoded (``+`` for a space); they are decoded when, and only when, the
+answer says ``<EncodingType>url</EncodingType>``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_tz
+from urllib.parse import unquote_plus
+
+__all__ = [
+    "S3_NS",
+    "CompleteResult",
+    "CopyResult",
+    "DeleteError",
+    "ErrorInfo",
+    "ListedObject",
+    "ListedPart",
+    "ListedUpload",
+    "ObjectList",
+    "PartList",
+    "UploadList",
+    "XmlError",
+    "complete_multipart_body",
+    "delete_body",
+    "error_in_ok_body",
+    "parse_complete",
+    "parse_copy",
+    "parse_delete_result",
+    "parse_error",
+    "parse_http_date",
+    "parse_initiate",
+    "parse_iso_date",
+    "parse_list_objects_v2",
+    "parse_list_parts",
+    "parse_list_uploads",
+]
+
+S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+Data = bytes | bytearray | memoryview
+
+
+class XmlError(ValueError):
+    """An answer that is not the XML it should be."""
+
+
+# -- dates --------------------------------------------------------------------
+
+
+def parse_iso_date(text: str | None) -> float | None:
+    """``2024-01-02T03:04:05.000Z`` -> seconds since the epoch (None if absent/bad)."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+        start=1,
+    )
+}
+
+
+def parse_http_date(text: str | None) -> float | None:
+    """``Tue, 02 Jan 2024 03:04:05 GMT`` (RFC 1123) -> seconds since the epoch.
+
+    Other HTTP date forms go through :func:`email.utils.parsedate_tz`.
+    """
+    if not text:
+        return None
+    parts = text.split()
+    if len(parts) == 6 and parts[5] == "GMT":
+        month = _MONTHS.get(parts[2])
+        clock = parts[4].split(":")
+        if month is not None and len(clock) == 3:
+            try:
+                return float(
+                    calendar.timegm(
+                        (
+                            int(parts[3]),
+                            month,
+                            int(parts[1]),
+                            int(clock[0]),
+                            int(clock[1]),
+                            int(clock[2]),
+                            0,
+                            0,
+                            0,
+                        )
+                    )
+                )
+            except ValueError:
+                pass
+    parsed = parsedate_tz(text)
+    if parsed is None:
+        return None
+    return float(calendar.timegm(parsed[:9]) - (parsed[9] or 0))
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def _root(data: Data) -> tuple[ET.Element, str]:
+    """The root element and its namespace prefix (``{ns}`` or ``""``)."""
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        snippet = bytes(data[:120]).decode("utf-8", "replace")
+        raise XmlError(f"unparseable XML ({exc}): {snippet!r}") from None
+    tag = root.tag
+    ns = tag[: tag.index("}") + 1] if tag.startswith("{") else ""
+    return root, ns
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _text(elem: ET.Element, tag: str) -> str | None:
+    child = elem.find(tag)
+    if child is None:
+        return None
+    return child.text or ""
+
+
+def _expect(root: ET.Element, ns: str, name: str) -> None:
+    """Refuse an ``<Error>`` where ``<name>`` belongs. Other root names pass:
+    S3-compatible servers do not all spell them as S3 does (moto answers
+    ListParts with ``<ListPartsResponse>``), and botocore does not check."""
+    if _local(root.tag) == "Error":
+        raise XmlError(f"expected <{name}> but got an <Error>")
+
+
+def _int(text: str | None, default: int = 0) -> int:
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise XmlError(f"expected an integer, got {text[:40]!r}") from None
+
+
+def _true(text: str | None) -> bool:
+    return (text or "").strip().lower() == "true"
+
+
+def _unquote_etag(etag: str | None) -> str | None:
+    if etag is None:
+        return None
+    etag = etag.strip()
+    if len(etag) >= 2 and etag[0] == '"' and etag[-1] == '"':
+        return etag[1:-1]
+    if etag.startswith("&quot;") and etag.endswith("&quot;"):  # double-escaped by a server
+        return etag[6:-6]
+    return etag
+
+
+_CHECKSUM_TAGS = {
+    "ChecksumCRC32": "crc32",
+    "ChecksumCRC32C": "crc32c",
+    "ChecksumCRC64NVME": "crc64nvme",
+    "ChecksumSHA1": "sha1",
+    "ChecksumSHA256": "sha256",
+}
+
+
+def _checksums(elem: ET.Element, ns: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for tag, name in _CHECKSUM_TAGS.items():
+        value = _text(elem, ns + tag)
+        if value:
+            found[name] = value
+    return found
+
+
+# -- Error --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An S3 ``<Error>``: its code, message and the fields that help explain it."""
+
+    code: str
+    message: str = ""
+    region: str | None = None
+    endpoint: str | None = None
+    request_id: str | None = None
+
+
+def parse_error(data: Data) -> ErrorInfo | None:
+    """The ``<Error>`` in ``data``, or None if it is not one (HTML, empty...)."""
+    if not data:
+        return None
+    try:
+        root, ns = _root(data)
+    except XmlError:
+        return None
+    if _local(root.tag) != "Error":
+        return None
+    return ErrorInfo(
+        code=_text(root, ns + "Code") or "",
+        message=_text(root, ns + "Message") or "",
+        region=_text(root, ns + "Region"),
+        endpoint=_text(root, ns + "Endpoint"),
+        request_id=_text(root, ns + "RequestId"),
+    )
+
+
+def error_in_ok_body(data: Data) -> ErrorInfo | None:
+    """An ``<Error>`` sent with a 200 (CompleteMultipartUpload, CopyObject, ...)."""
+    head = bytes(data[:512])
+    if b"<Error" not in head:
+        return None
+    return parse_error(data)
+
+
+# -- ListObjectsV2 --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListedObject:
+    """One ``<Contents>`` entry."""
+
+    key: str
+    size: int
+    mtime: float | None
+    etag: str | None
+    storage_class: str | None = None
+    checksum_algorithm: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList:
+    """One ListObjectsV2 page."""
+
+    objects: list[ListedObject]
+    prefixes: list[str]
+    truncated: bool
+    next_token: str | None
+    key_count: int
+
+
+def parse_list_objects_v2(data: Data) -> ObjectList:
+    """A ListObjectsV2 answer (``ListBucketResult``), keys URL-decoded if encoded."""
+    root, ns = _root(data)
+    _expect(root, ns, "ListBucketResult")
+    encoded = (_text(root, ns + "EncodingType") or "").lower() == "url"
+    decode = unquote_plus if encoded else None
+    t_contents, t_prefixes = ns + "Contents", ns + "CommonPrefixes"
+    t_key, t_size, t_mtime, t_etag = ns + "Key", ns + "Size", ns + "LastModified", ns + "ETag"
+    t_class, t_alg, t_prefix = ns + "StorageClass", ns + "ChecksumAlgorithm", ns + "Prefix"
+    objects: list[ListedObject] = []
+    prefixes: list[str] = []
+    for child in root:
+        tag = child.tag
+        if tag == t_contents:
+            key = ""
+            size = 0
+            mtime: float | None = None
+            etag = storage = alg = None
+            for f in child:
+                ftag = f.tag
+                if ftag == t_key:
+                    key = f.text or ""
+                elif ftag == t_size:
+                    size = _int(f.text)
+                elif ftag == t_mtime:
+                    mtime = parse_iso_date(f.text)
+                elif ftag == t_etag:
+                    etag = _unquote_etag(f.text)
+                elif ftag == t_class:
+                    storage = f.text
+                elif ftag == t_alg:
+                    alg = f.text
+            if decode is not None:
+                key = decode(key)
+            objects.append(ListedObject(key, size, mtime, etag, storage, alg))
+        elif tag == t_prefixes:
+            prefix = _text(child, t_prefix) or ""
+            prefixes.append(decode(prefix) if decode is not None else prefix)
+    truncated = _true(_text(root, ns + "IsTruncated"))
+    token = _text(root, ns + "NextContinuationToken") or None
+    return ObjectList(
+        objects=objects,
+        prefixes=prefixes,
+        truncated=truncated,
+        next_token=token,
+        key_count=_int(_text(root, ns + "KeyCount"), len(objects) + len(prefixes)),
+    )
+
+
+# -- multipart ------------------------------------------------------------------
+
+
+def parse_initiate(data: Data) -> str:
+    """The UploadId of an ``InitiateMultipartUploadResult``."""
+    root, ns = _root(data)
+    _expect(root, ns, "InitiateMultipartUploadResult")
+    upload_id = _text(root, ns + "UploadId")
+    if not upload_id:
+        raise XmlError("InitiateMultipartUploadResult without an UploadId")
+    return upload_id
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteResult:
+    """A ``CompleteMultipartUploadResult``."""
+
+    etag: str | None
+    location: str | None = None
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+def parse_complete(data: Data) -> CompleteResult:
+    """A CompleteMultipartUpload answer (raise :func:`error_in_ok_body` first)."""
+    root, ns = _root(data)
+    _expect(root, ns, "CompleteMultipartUploadResult")
+    return CompleteResult(
+        etag=_unquote_etag(_text(root, ns + "ETag")),
+        location=_text(root, ns + "Location"),
+        checksums=_checksums(root, ns),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ListedPart:
+    """One ``<Part>`` of a ListParts answer."""
+
+    number: int
+    etag: str
+    size: int
+    mtime: float | None = None
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartList:
+    """One ListParts page."""
+
+    parts: list[ListedPart]
+    truncated: bool
+    next_marker: int | None
+
+
+def parse_list_parts(data: Data) -> PartList:
+    root, ns = _root(data)
+    _expect(root, ns, "ListPartsResult")
+    t_part = ns + "Part"
+    parts = [
+        ListedPart(
+            number=_int(_text(p, ns + "PartNumber")),
+            etag=_unquote_etag(_text(p, ns + "ETag")) or "",
+            size=_int(_text(p, ns + "Size")),
+            mtime=parse_iso_date(_text(p, ns + "LastModified")),
+            checksums=_checksums(p, ns),
+        )
+        for p in root.iter(t_part)
+    ]
+    truncated = _true(_text(root, ns + "IsTruncated"))
+    marker = _text(root, ns + "NextPartNumberMarker")
+    return PartList(parts, truncated, _int(marker) if marker else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedUpload:
+    """One ``<Upload>`` of a ListMultipartUploads answer."""
+
+    key: str
+    upload_id: str
+    initiated: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class UploadList:
+    """One ListMultipartUploads page."""
+
+    uploads: list[ListedUpload]
+    truncated: bool
+    next_key_marker: str | None
+    next_upload_id_marker: str | None
+
+
+def parse_list_uploads(data: Data) -> UploadList:
+    root, ns = _root(data)
+    _expect(root, ns, "ListMultipartUploadsResult")
+    encoded = (_text(root, ns + "EncodingType") or "").lower() == "url"
+
+    def key_of(text: str | None) -> str:
+        return unquote_plus(text or "") if encoded else (text or "")
+
+    uploads = [
+        ListedUpload(
+            key=key_of(_text(u, ns + "Key")),
+            upload_id=_text(u, ns + "UploadId") or "",
+            initiated=parse_iso_date(_text(u, ns + "Initiated")),
+        )
+        for u in root.iter(ns + "Upload")
+    ]
+    next_key = _text(root, ns + "NextKeyMarker")
+    return UploadList(
+        uploads=uploads,
+        truncated=_true(_text(root, ns + "IsTruncated")),
+        next_key_marker=key_of(next_key) if next_key else None,
+        next_upload_id_marker=_text(root, ns + "NextUploadIdMarker") or None,
+    )
+
+
+# -- DeleteObjects ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteError:
+    """A key DeleteObjects could not delete."""
+
+    key: str
+    code: str
+    message: str
+
+
+def parse_delete_result(data: Data) -> tuple[list[str], list[DeleteError]]:
+    """``(deleted keys, errors)`` of a ``DeleteResult``."""
+    root, ns = _root(data)
+    _expect(root, ns, "DeleteResult")
+    deleted: list[str] = []
+    errors: list[DeleteError] = []
+    t_deleted, t_error, t_key = ns + "Deleted", ns + "Error", ns + "Key"
+    for child in root:
+        if child.tag == t_deleted:
+            deleted.append(_text(child, t_key) or "")
+        elif child.tag == t_error:
+            errors.append(
+                DeleteError(
+                    key=_text(child, t_key) or "",
+                    code=_text(child, ns + "Code") or "Unknown",
+                    message=_text(child, ns + "Message") or "",
+                )
+            )
+    return deleted, errors
+
+
+# -- CopyObject / UploadPartCopy ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CopyResult:
+    """A ``CopyObjectResult`` or ``CopyPartResult``."""
+
+    etag: str | None
+    mtime: float | None
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+def parse_copy(data: Data) -> CopyResult:
+    root, ns = _root(data)
+    _expect(root, ns, "CopyObjectResult")
+    return CopyResult(
+        etag=_unquote_etag(_text(root, ns + "ETag")),
+        mtime=parse_iso_date(_text(root, ns + "LastModified")),
+        checksums=_checksums(root, ns),
+    )
+
+
+# -- request bodies -------------------------------------------------------------------
+
+# XML 1.0 cannot carry most control characters, even as character references.
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _escape(text: str, what: str) -> str:
+    """``text`` as XML character data. A carriage return becomes ``&#13;``
+    (a raw one would be read back as a line feed); other characters XML 1.0
+    cannot represent raise ValueError naming ``what``."""
+    if _XML_INVALID.search(text):
+        raise ValueError(f"{what} {text!r} has a character XML 1.0 cannot carry")
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+    )
+
+
+def complete_multipart_body(
+    parts: Iterable[tuple[int, str] | tuple[int, str, dict[str, str]]],
+) -> bytes:
+    """The CompleteMultipartUpload body for ``(number, etag[, checksums])`` parts.
+
+    ETags are quoted if they are not already; ``checksums`` map algorithm
+    names (``crc32c``...) to base64 values, sent as ``<ChecksumCRC32C>`` etc.
+    """
+    out = [f'<CompleteMultipartUpload xmlns="{S3_NS}">']
+    names = {v: k for k, v in _CHECKSUM_TAGS.items()}
+    for part in parts:
+        number, etag = part[0], part[1]
+        quoted = etag if etag.startswith('"') else f'"{etag}"'
+        out.append(f"<Part><ETag>{_escape(quoted, 'ETag')}</ETag>")
+        if len(part) > 2:
+            for alg, value in part[2].items():
+                tag = names.get(alg)
+                if tag is None:
+                    raise ValueError(f"unknown checksum algorithm {alg!r}")
+                out.append(f"<{tag}>{_escape(value, 'checksum')}</{tag}>")
+        out.append(f"<PartNumber>{int(number)}</PartNumber></Part>")
+    out.append("</CompleteMultipartUpload>")
+    return "".join(out).encode()
+
+
+def delete_body(keys: Iterable[str], *, quiet: bool = True) -> bytes:
+    """The DeleteObjects body for ``keys`` (escaped; ``quiet``: report errors only)."""
+    out = [f'<Delete xmlns="{S3_NS}">']
+    if quiet:
+        out.append("<Quiet>true</Quiet>")
+    out.extend(f"<Object><Key>{_escape(k, 'key')}</Key></Object>" for k in keys)
+    out.append("</Delete>")
+    return "".join(out).encode()
