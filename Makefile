@@ -7,10 +7,12 @@ BIN    := $(VENV)/bin
 
 .PHONY: install lint test bench clean
 
-$(BIN)/.installed: pyproject.toml
+# Two distributions, both editable: the library (synxfer and its plugins) and,
+# in benchmarks/, synxfer-bench (the harness and the test servers).
+$(BIN)/.installed: pyproject.toml benchmarks/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./benchmarks
 	touch $@
 
 install: $(BIN)/.installed

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from synxfer.bench.targets import EmbeddedTarget, SeaweedTarget, Target
+from synxfer_bench.targets import EmbeddedTarget, SeaweedTarget, Target
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import boto3
 
-from synxfer.testing.gcs import GcsEmulator, GcsFront, create_bucket
-from synxfer.testing.servers import MotoProcess, run_python_module_measured
+from synxfer_servers.gcs import GcsEmulator, GcsFront, create_bucket
+from synxfer_servers.process import run_python_module_measured
+from synxfer_servers.s3 import MotoProcess
 
 MiB = 1024 * 1024
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import boto3
 
-from synxfer.testing.servers import counting_moto_server
+from synxfer_servers.s3 import counting_moto_server
 
 MiB = 1024 * 1024
 PART = 8 * MiB

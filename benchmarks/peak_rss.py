@@ -20,7 +20,8 @@ from pathlib import Path
 import boto3
 
 import synxfer
-from synxfer.testing.servers import MotoProcess, run_python_module_measured
+from synxfer_servers.process import run_python_module_measured
+from synxfer_servers.s3 import MotoProcess
 
 MiB = 1024 * 1024
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import boto3
 
-from synxfer.testing.servers import MotoProcess
+from synxfer_servers.s3 import MotoProcess
 
 MiB = 1024 * 1024
 

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 import synxfer
-from synxfer.bench.datagen import ensure_row_data, expected_sizes, scenario_data_dir
-from synxfer.bench.scenarios import QUICK, SCENARIOS, Row
-from synxfer.bench.targets import Target
+from synxfer_bench.datagen import ensure_row_data, expected_sizes, scenario_data_dir
+from synxfer_bench.scenarios import QUICK, SCENARIOS, Row
+from synxfer_bench.targets import Target
 
 FRACTION = float(os.environ.get("SYNXFER_BENCH_FRACTION", "0.01"))
 ROUNDS = int(os.environ.get("SYNXFER_BENCH_ROUNDS", "3"))

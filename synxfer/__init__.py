@@ -32,6 +32,7 @@ from ._models import (
     TransferResult,
     WriteOptions,
 )
+from ._units import parse_size
 from .backend import Backend, BackendOptions, Capabilities, Checksum
 from .client import Client
 
@@ -77,6 +78,7 @@ __all__ = [
     "__version__",
     "copy",
     "download_file",
+    "parse_size",
     "sync",
     "sync_from",
     "sync_to",

@@ -40,7 +40,7 @@ SMALL = synxfer.TransferConfig(max_threads=4, part_size=PART, multipart_threshol
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """A moto S3 server on 127.0.0.1 for the whole session; it verifies Content-MD5."""
-    from synxfer.testing.servers import moto_server
+    from synxfer_servers.s3 import moto_server
 
     with moto_server() as server:
         yield server.endpoint_url

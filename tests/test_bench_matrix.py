@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from synxfer.bench import datagen
-from synxfer.bench.matrix import RunPlan, run_matrix
-from synxfer.bench.measure import run_measured
-from synxfer.bench.report import Prices, ScenarioReport, cost
-from synxfer.bench.scenarios import SCENARIOS, Row, human_size, select_rows
-from synxfer.bench.targets import EmbeddedTarget, SeaweedTarget, Target, find_weed
-from synxfer.bench.tools import Command, Op, Peers, RcloneTool, S5cmdTool, Tool, make_tools
-from synxfer.cli import bench
+from synxfer_bench import cli as bench
+from synxfer_bench import datagen
+from synxfer_bench.matrix import RunPlan, run_matrix
+from synxfer_bench.measure import run_measured
+from synxfer_bench.report import Prices, ScenarioReport, cost
+from synxfer_bench.scenarios import SCENARIOS, Row, human_size, select_rows
+from synxfer_bench.targets import EmbeddedTarget, SeaweedTarget, Target, find_weed
+from synxfer_bench.tools import Command, Op, Peers, RcloneTool, S5cmdTool, Tool, make_tools
 
 GiB = 2**30
 MiB = 2**20
@@ -337,14 +337,14 @@ def test_cost_model(tmp_path: Path) -> None:
 def test_blockstore_subcommand_without_the_module(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "synxfer.bench.blockstore", None)  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "synxfer_bench.blockstore", None)  # type: ignore[arg-type]
     assert bench.main(["blockstore", "--help"]) == 2
     assert "blockstore benchmark is not available" in capsys.readouterr().err
 
 
 def test_help_lists_every_subcommand() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "synxfer.cli.bench", "--help"],
+        [sys.executable, "-m", "synxfer_bench.cli", "--help"],
         capture_output=True,
         text=True,
         check=True,

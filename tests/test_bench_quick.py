@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from synxfer.bench.datagen import ensure_row_data, row_data_dir
-from synxfer.bench.report import format_table
-from synxfer.bench.runner import Measurement, bench_environment
-from synxfer.bench.scenarios import QUICK, Row, parse_rows
-from synxfer.cli import bench
+from synxfer_bench import cli as bench
+from synxfer_bench.datagen import ensure_row_data, row_data_dir
+from synxfer_bench.report import format_table
+from synxfer_bench.runner import Measurement, bench_environment
+from synxfer_bench.scenarios import QUICK, Row, parse_rows
 
 
 def test_quick_bench_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

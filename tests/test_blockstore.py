@@ -24,7 +24,6 @@ import pytest
 
 import synxfer
 from synxfer import BackendOptions, ConfigError, NotFound, TransientError, WriteOptions
-from synxfer.testing.delayproxy import DelayProxy
 from synxfer_blockstore import BlockStoreBackend, Secret, load_cluster
 from synxfer_blockstore.cluster import CLUSTER_ENV, find_cluster_file
 from synxfer_blockstore.placement import (
@@ -34,10 +33,11 @@ from synxfer_blockstore.placement import (
     policy_names,
     register_policy,
 )
-from synxfer_blockstore.processes import BlockdProcess, write_cluster_file
 from synxfer_blockstore.protocol import Manifest, compute_etag, parse_range
 from synxfer_blockstore.rtt import SiteMonitor
 from synxfer_blockstore.server import ServerConfig, main, serve
+from synxfer_servers.blockd import BlockdProcess, write_cluster_file
+from synxfer_servers.delayproxy import DelayProxy
 
 TOKEN = "unit-test-token-never-printed"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

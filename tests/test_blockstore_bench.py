@@ -1,4 +1,4 @@
-"""A tiny run of the block-store experiment (``synxfer.bench.blockstore``): it runs end to end.
+"""A tiny run of the block-store experiment (``synxfer_bench.blockstore``): it runs end to end.
 
 Scaled down (2 small files, 2 policies, RTTs / 20, one run) so it takes
 seconds; it checks the outputs, not the timings.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synxfer.bench import blockstore
+from synxfer_bench import blockstore
 
 
 def test_tiny_experiment_writes_every_output(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 import synxfer
 from synxfer import MiB
-from synxfer.testing.servers import CountingMotoServer, counting_moto_server
+from synxfer_servers.s3 import CountingMotoServer, counting_moto_server
 
 from .conftest import PART
 

@@ -26,7 +26,6 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from synxfer import Action, Event, EventKind, TransferResult
-from synxfer.cli._args import parse_size
 from synxfer.cli._output import EventPrinter, Progress, display_path, redact, summary_line
 from synxfer.cli.main import build_parser
 
@@ -383,18 +382,6 @@ def test_rm_recursive_with_filters(
 
 
 # --------------------------------------------------------------------------- in-process
-
-
-def test_parse_size() -> None:
-    assert parse_size("8MiB") == 8 * 2**20
-    assert parse_size("8M") == 8 * 2**20
-    assert parse_size("8mb") == 8 * 2**20
-    assert parse_size("64KiB") == 65536
-    assert parse_size("1.5G") == 3 * 2**29
-    assert parse_size("12345") == 12345
-    for bad in ("", "8X", "-1", "0", "MiB", "1.3B", "8 MiB extra"):
-        with pytest.raises(ValueError, match="invalid size"):
-            parse_size(bad)
 
 
 def test_parser_filters_and_global_options() -> None:

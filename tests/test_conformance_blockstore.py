@@ -20,7 +20,7 @@ import pytest_asyncio
 from synxfer import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
 from synxfer_blockstore import BlockStoreBackend
-from synxfer_blockstore.processes import BlockdProcess, start_all, write_cluster_file
+from synxfer_servers.blockd import BlockdProcess, start_all, write_cluster_file
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

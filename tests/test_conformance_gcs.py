@@ -1,7 +1,7 @@
 """The conformance kit against the GCS backend, on gcp-storage-emulator (PyPI) over HTTP.
 
 The emulator runs in a subprocess on 127.0.0.1 for the module
-(:class:`synxfer.testing.gcs.GcsEmulator`). Each backend is opened once on a
+(:class:`synxfer_servers.gcs.GcsEmulator`). Each backend is opened once on a
 fresh bucket, on a module-scoped event loop, and every test works under its
 own key prefix (the ``key_prefix`` hook of
 :class:`~synxfer.testing.BackendFixtures`).
@@ -20,7 +20,7 @@ The kit runs twice:
     the next.
 
 ``TestGcsOnFront``
-    Against the emulator behind :class:`~synxfer.testing.gcs.GcsFront`, which
+    Against the emulator behind :class:`~synxfer_servers.gcs.GcsFront`, which
     adds what GCS does and the emulator does not: GCS's headers on media
     responses (the backend's one-request read path), ``ifGenerationMatch``
     (412), 416 past the end, rewrite metadata and multi-call rewrites
@@ -43,8 +43,8 @@ import pytest_asyncio
 
 from synxfer import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
-from synxfer.testing.gcs import GcsEmulator, GcsFront, create_bucket, wipe
 from synxfer_gcs import GcsBackend
+from synxfer_servers.gcs import GcsEmulator, GcsFront, create_bucket, wipe
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -6,7 +6,7 @@ fresh bucket, and every test works under its own unique key prefix -- the
 ``key_prefix`` hook of :class:`~synxfer.testing.BackendFixtures`.
 
 Bare moto does not verify ``Content-MD5``; the server from
-:func:`synxfer.testing.servers.moto_server` does (as S3 and SCP do), so the
+:func:`synxfer_servers.s3.moto_server` does (as S3 and SCP do), so the
 kit's wrong-checksum tests run for real.
 """
 
@@ -21,9 +21,9 @@ import pytest_asyncio
 
 from synxfer import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
-from synxfer.testing.servers import MotoServer, moto_server
 from synxfer_s3 import S3Backend
 from synxfer_scp import ScpBackend
+from synxfer_servers.s3 import MotoServer, moto_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,6 +1,6 @@
 """s3 → gs and back through the engine: moto and the GCS emulator on 127.0.0.1.
 
-The GCS side runs behind :class:`~synxfer.testing.gcs.GcsFront`, which makes
+The GCS side runs behind :class:`~synxfer_servers.gcs.GcsFront`, which makes
 gcp-storage-emulator answer as GCS does (``x-goog-hash``, generations, …).
 """
 
@@ -20,8 +20,8 @@ import pytest
 import synxfer
 from synxfer import MiB
 from synxfer.layers import Layer
-from synxfer.testing.gcs import GcsEmulator, GcsFront, create_bucket
-from synxfer.testing.servers import run_python_module_measured
+from synxfer_servers.gcs import GcsEmulator, GcsFront, create_bucket
+from synxfer_servers.process import run_python_module_measured
 
 from .conftest import PART, SMALL, tree
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from synxfer.testing.delayproxy import (
+from synxfer_servers.delayproxy import (
     DelayProxy,
     EmulatedNetwork,
     Link,

@@ -1,7 +1,7 @@
 """Fault injection end to end: the real engine against moto behind a FaultProxy.
 
 Every test runs ``synxfer.Client`` (engine, retry layer, S3 backend) against
-``synxfer.testing.faultproxy.FaultProxy`` in front of moto, and checks the
+``synxfer_servers.faultproxy.FaultProxy`` in front of moto, and checks the
 result *independently*: objects are listed and read back with boto3 straight
 from moto (not through the proxy), downloads are compared with the source.
 
@@ -33,8 +33,8 @@ import pytest
 
 import synxfer
 from synxfer import EventKind, MiB, RetryPolicy, TransferConfig
-from synxfer.testing.faultproxy import Fault, FaultProxy, ProxyRequest
-from synxfer.testing.servers import HOST, MotoProcess
+from synxfer_servers.faultproxy import Fault, FaultProxy, ProxyRequest
+from synxfer_servers.s3 import HOST, MotoProcess
 
 PART = 5 * MiB
 #: Short backoffs so tests stay quick, and more attempts than the default 6: at
@@ -500,7 +500,7 @@ class _RestartableMoto:
     """
 
     def __init__(self) -> None:
-        from synxfer.testing.servers import _moto_app
+        from synxfer_servers.s3 import _moto_app
 
         self._app = _moto_app()
         self.port = 0

@@ -1,8 +1,8 @@
 """The GCS backend beyond the conformance kit: GCS specifics, failures, resume, the engine.
 
 Servers: ``gcp-storage-emulator`` in a subprocess on 127.0.0.1
-(:class:`~synxfer.testing.gcs.GcsEmulator`), mostly behind
-:class:`~synxfer.testing.gcs.GcsFront`, which makes it act like GCS where it
+(:class:`~synxfer_servers.gcs.GcsEmulator`), mostly behind
+:class:`~synxfer_servers.gcs.GcsFront`, which makes it act like GCS where it
 does not (preconditions, media headers, compose limits, rewrite tokens,
 pages, 404 bodies), logs requests and injects faults. Where a test needs
 something the bare emulator lacks, it says so.
@@ -41,10 +41,10 @@ from synxfer import (
     WriteOptions,
 )
 from synxfer.backend import Checksum
-from synxfer.testing.gcs import Fault, GcsEmulator, GcsFront, create_bucket, wipe
 from synxfer_gcs import COMPOSITE_PREFIX, GcsBackend, resolve_endpoint
 from synxfer_gcs import _crc32c as crc32c
 from synxfer_gcs._errors import classify, error_for_status, map_error
+from synxfer_servers.gcs import Fault, GcsEmulator, GcsFront, create_bucket, wipe
 
 from .conftest import tree
 

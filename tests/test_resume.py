@@ -24,7 +24,7 @@ import pytest
 import synxfer
 from synxfer import EventKind
 from synxfer.engine.journal import Journal
-from synxfer.testing.servers import counting_moto_server
+from synxfer_servers.s3 import counting_moto_server
 
 from .conftest import PART, SMALL, CountingLayer, tree
 

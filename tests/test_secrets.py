@@ -26,8 +26,8 @@ import pytest
 
 import synxfer
 from synxfer import MiB, RetryPolicy, TransferConfig
-from synxfer.testing.faultproxy import Fault, FaultProxy
-from synxfer.testing.servers import MotoProcess
+from synxfer_servers.faultproxy import Fault, FaultProxy
+from synxfer_servers.s3 import MotoProcess
 
 SECRET = "testing-secret-never-printed"
 #: conftest's session token ("testing") is too common a word to look for.

@@ -1,4 +1,4 @@
-"""The test servers of synxfer.testing.servers: moto in-process, in a subprocess, counting."""
+"""The test servers of synxfer_servers.s3: moto in-process, in a subprocess, counting."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ import pytest
 
 from synxfer import BackendOptions, WriteOptions
 from synxfer.layers import LimitLayer
-from synxfer.testing.servers import (
+from synxfer_s3 import S3Backend
+from synxfer_servers.process import cpu_seconds
+from synxfer_servers.s3 import (
     CountingMotoServer,
     MotoProcess,
     counting_moto_server,
-    cpu_seconds,
     moto_server,
 )
-from synxfer_s3 import S3Backend
 
 ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import synxfer
-from synxfer import Capabilities, GiB, MiB, TransferConfig
+from synxfer import Capabilities, GiB, KiB, MiB, TransferConfig
 from synxfer._url import parse_location
 from synxfer.engine.budget import ByteBudget
 from synxfer.engine.filters import Filters
@@ -196,6 +196,53 @@ def test_mtime_round_trip_is_exact() -> None:
     assert not same_mtime(0, 1_000)
 
 
+# -- sizes -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("12345", 12345),
+        ("1", 1),
+        ("1B", 1),
+        ("64KiB", 64 * KiB),
+        ("64k", 64 * KiB),
+        ("64KB", 64 * KiB),
+        ("8MiB", 8 * MiB),
+        ("8M", 8 * MiB),
+        ("8mb", 8 * MiB),
+        (" 8 MiB ", 8 * MiB),
+        ("1.5G", 3 * GiB // 2),
+        ("1GiB", GiB),
+        (".5KiB", 512),
+        ("2T", 2 * 1024 * GiB),
+        ("1TiB", 1024 * GiB),
+    ],
+)
+def test_parse_size_accepts(text: str, expected: int) -> None:
+    assert synxfer.parse_size(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", " ", "8X", "-1", "0", "0.4", "MiB", "1.3B", "8 MiB extra", "1e3", "8PiB"]
+)
+def test_parse_size_refuses_with_a_message_naming_the_text(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid size") as info:
+        synxfer.parse_size(text)
+    assert repr(text) in str(info.value)
+
+
+def test_one_size_grammar_for_the_cli() -> None:
+    """The CLI's size options parse with :func:`synxfer.parse_size`, errors and all."""
+    import argparse
+
+    from synxfer.cli._args import size_arg
+
+    assert size_arg("1.5MiB") == synxfer.parse_size("1.5MiB") == 3 * MiB // 2
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid size '8XB'"):
+        size_arg("8XB")
+
+
 # -- public surface --------------------------------------------------------------
 
 
@@ -216,7 +263,7 @@ def test_public_api_surface() -> None:
         "TransientError", "IntegrityError", "SourceChangedError", "UnsafePathError",
         "TransferFailed",
         # units
-        "KiB", "MiB", "GiB", "__version__",
+        "KiB", "MiB", "GiB", "parse_size", "__version__",
     }  # fmt: skip
     for name in synxfer.__all__:
         assert hasattr(synxfer, name), name

@@ -1,1 +1,1 @@
-"""Command-line front ends: ``synxfer`` (:mod:`.main`) and ``synxfer-bench`` (:mod:`.bench`)."""
+"""The ``synxfer`` command line (:mod:`.main`); ``synxfer-bench`` lives in ``benchmarks/``."""

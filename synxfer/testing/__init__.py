@@ -1,12 +1,14 @@
-"""Testing tools for synxfer backends: the conformance kit and local test servers.
+"""Testing tools for synxfer backends: the conformance kit and its pytest plugin.
 
 * :mod:`synxfer.testing.conformance` -- the tests every backend must pass
   (:class:`BackendFixtures`, :class:`BackendConformance` and the per-area
   classes); re-exported here.
 * :mod:`synxfer.testing.plugin` -- the pytest plugin (``requires`` marker),
   loaded automatically through the ``pytest11`` entry point.
-* :mod:`synxfer.testing.servers` -- moto S3 servers on 127.0.0.1, in-process
-  or in a subprocess, and one that counts concurrent requests.
+
+The servers synxfer's own tests run against (moto, the GCS emulator, the
+fault and delay proxies) are not part of the library: they live in
+``benchmarks/synxfer_servers`` (the ``synxfer-bench`` distribution).
 
 Names are imported lazily so that loading the pytest plugin (which imports
 this package) stays cheap; the kit needs ``pytest`` and ``pytest-asyncio``

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from .. import __version__
+from synxfer import __version__
+
 from .targets import Target
 
 __all__ = [

@@ -21,7 +21,7 @@ SigV4 signatures stay valid for servers that check them.
 
 **Which requests are hit.** A request is *eligible* when it passes every
 filter given: ``methods`` (``"GET"``, ``"PUT"``, ...), ``ops`` (S3 operation
-names as :mod:`synxfer.testing.servers` counts them: ``put_object``,
+names as :mod:`synxfer_servers.s3` counts them: ``put_object``,
 ``upload_part``, ``get_object``, ``head_object``, ``create_multipart``,
 ``complete_multipart``, ``abort_multipart``, ``list_objects``,
 ``delete_objects``, ...) and ``match`` (any predicate on a
@@ -135,7 +135,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .servers import HOST, _classify
+from .s3 import HOST, _classify
 
 __all__ = ["Fault", "FaultProxy", "ProxyRequest", "ProxyStats"]
 

@@ -13,7 +13,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import __version__
+from synxfer import __version__
+
 from .runner import Measurement
 
 if TYPE_CHECKING:

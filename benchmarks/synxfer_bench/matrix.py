@@ -285,7 +285,7 @@ class _Runner:
         if not any(row.copy_to.startswith(GCS_EMULATOR) for row in self.plan.rows):
             yield
             return
-        from ..testing.gcs import GcsEmulator, GcsFront, create_bucket
+        from synxfer_servers.gcs import GcsEmulator, GcsFront, create_bucket
 
         bucket = GCS_EMULATOR.split("://", 1)[1].split("/", 1)[0]
         real = f"gs://{bucket}/"

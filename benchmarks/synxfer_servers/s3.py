@@ -15,8 +15,8 @@ with ``moto.mock_aws``), so tests should use fresh bucket names. Clients need
 some credentials; tests usually set ``AWS_ACCESS_KEY_ID=testing`` and
 ``AWS_SECRET_ACCESS_KEY=testing``. These helpers set no environment variables.
 
-moto (``pip install 'synxfer[testing]'``) is imported only when a server
-starts.
+moto (a dependency of the ``synxfer-bench`` distribution, ``pip install -e
+./benchmarks``) is imported only when a server starts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import hashlib
 import io
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from .process import ChildProcess, end_process, read_line, stderr_tail
+from .process import ChildProcess, cpu_seconds, end_process, read_line, stderr_tail
 
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
@@ -50,9 +49,7 @@ __all__ = [
     "RequestStats",
     "VerifyContentMD5",
     "counting_moto_server",
-    "cpu_seconds",
     "moto_server",
-    "run_python_module_measured",
 ]
 
 #: The only address these servers bind.
@@ -156,58 +153,7 @@ def moto_server() -> Iterator[MotoServer]:
         yield MotoServer(host, port)
 
 
-# -- measuring a child process --------------------------------------------------
-
-_PEAK_WRAPPER = """
-import atexit, runpy, sys
-report, module = sys.argv[1], sys.argv[2]
-def _peak():
-    with open("/proc/self/status") as status, open(report, "w") as out:
-        out.write(next(l for l in status if l.startswith("VmHWM:")).split()[1])
-atexit.register(_peak)
-sys.argv = [module, *sys.argv[3:]]
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-"""
-
-
-def run_python_module_measured(
-    module: str,
-    args: list[str],
-    *,
-    env: dict[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    timeout: float = 600.0,
-) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run ``python -m module args`` and return it with its peak RSS in KiB.
-
-    The peak is the child's own ``VmHWM``, read at exit. Not ``ru_maxrss``:
-    on Linux an exec'd child's ``ru_maxrss`` includes the RSS of the process
-    it was forked from, so a big parent (say, a test process hosting an
-    in-process server) would inflate every child's figure.
-    """
-    with tempfile.NamedTemporaryFile("r", suffix=".peak") as report:
-        cmd = [sys.executable, "-c", _PEAK_WRAPPER, report.name, module, *args]
-        done = subprocess.run(
-            cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
-        )
-        text = report.read().strip()
-    return done, int(text) if text else 0
-
-
 # -- moto in a subprocess ------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds used so far by process ``pid`` (Linux ``/proc``)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-    except FileNotFoundError:
-        raise ProcessLookupError(f"no process {pid} (or no /proc on this system)") from None
-    # The command name (field 2) is in parentheses and may hold spaces: split after it.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of the whole line
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 class MotoProcess(ChildProcess):
@@ -217,7 +163,7 @@ class MotoProcess(ChildProcess):
             run_benchmark(moto.endpoint_url)
             print(moto.cpu_seconds())
 
-    The child is ``python -m synxfer.testing._moto_main``; it prints its port
+    The child is ``python -m synxfer_servers._moto_main``; it prints its port
     and serves until its stdin closes or it gets SIGTERM. Leaving the block
     closes stdin, then terminates and finally kills the child if it lingers.
     ``env`` replaces the child's environment (default: inherited).
@@ -261,7 +207,7 @@ class MotoProcess(ChildProcess):
             raise RuntimeError("MotoProcess already started")
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "synxfer.testing._moto_main"],
+            [sys.executable, "-m", "synxfer_servers._moto_main"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -389,7 +389,7 @@ class NetworkProcess(ChildProcess):
     def start(self) -> None:
         """Start the child and wait for its URLs."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "synxfer.testing.delayproxy"],
+            [sys.executable, "-m", "synxfer_servers.delayproxy"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

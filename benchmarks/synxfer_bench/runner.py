@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from .. import __version__
-from .._config import GiB, MiB, TransferConfig
+from synxfer import GiB, MiB, TransferConfig, __version__
+
 from .datagen import ensure_row_data, expected_files
 from .scenarios import Row
 
@@ -148,7 +148,7 @@ class SynxferTool(Tool):
         return __version__
 
     async def _sync(self, src: str, dst: str) -> None:
-        from ..client import Client
+        from synxfer import Client
 
         async with Client(self.config, endpoint_url=self.endpoint_url, region=self.region) as c:
             result = await c.sync(src, dst)
@@ -464,7 +464,7 @@ def run_with_moto(
     Credentials and region come from :data:`BENCH_ENV` for the server and
     the clients alike; the user's AWS settings are kept out.
     """
-    from ..testing.servers import MotoProcess
+    from synxfer_servers.s3 import MotoProcess
 
     unknown = [name for name in tools if name not in TOOLS]
     if unknown:

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from synxfer.testing.process import ChildProcess, end_process, read_line
+from synxfer_blockstore.server import TOKEN_ENV
 
-from .server import TOKEN_ENV
+from .process import ChildProcess, end_process, read_line
 
 __all__ = ["BlockdProcess", "start_all", "write_cluster_file"]
 

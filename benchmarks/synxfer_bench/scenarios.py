@@ -24,8 +24,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from .._config import GiB, KiB, MiB
-from ..cli._args import parse_size
+from synxfer import GiB, KiB, MiB, parse_size
 
 __all__ = [
     "CASES",

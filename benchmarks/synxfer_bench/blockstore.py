@@ -7,7 +7,7 @@ experiment with the ``blocks://`` backend:
 
 * four ``synxfer-blockd`` processes on 127.0.0.1 (temporary data dirs);
 * one userspace delay proxy per (client site, server site) pair
-  (:class:`synxfer.testing.delayproxy.EmulatedNetwork`), one-way delay =
+  (:class:`synxfer_servers.delayproxy.EmulatedNetwork`), one-way delay =
   RTT/2 with the published RTTs (São Paulo <-> Mumbai was not published:
   305 ms is *assumed*), plus one round trip per new TCP connection;
 * the engine (:class:`synxfer.Client`) uploads 10 files of 1 MiB at the
@@ -29,7 +29,7 @@ the farther replica wins and whether the load-aware choice finds it.
 Outputs in ``--out``: ``results.json``, ``results.md`` (tables, measured
 orderings), ``exp1.png``, ``exp2.png``, ``further.png``.
 
-Run it with ``python -m synxfer.bench.blockstore --out DIR`` (or, once
+Run it with ``python -m synxfer_bench.blockstore --out DIR`` (or, once
 wired, ``synxfer-bench blockstore --out DIR``).
 """
 
@@ -57,6 +57,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from synxfer import MiB, parse_size
+
+from .scenarios import format_size
+
 __all__ = ["PUBLISHED_RTT", "SITES", "main"]
 
 #: Site names (ASCII) and how the report spells them.
@@ -80,9 +84,6 @@ PUBLISHED_ORDER: dict[int, list[str | tuple[str, ...]]] = {
     1: [("local", "localclosest", "localfarthest"), "tworandom", "random"],
     2: ["localfarthest", "localclosest", "tworandom", ("local", "random")],
 }
-
-KiB = 1024
-MiB = 1024 * KiB
 
 
 # -- small helpers ---------------------------------------------------------------
@@ -112,20 +113,10 @@ def _fixed_layout_policy() -> None:
 
 
 def _size(text: str) -> int:
-    from synxfer_blockstore.protocol import parse_size
-
     try:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _label(nbytes: int) -> str:
-    if nbytes % MiB == 0:
-        return f"{nbytes // MiB}MiB"
-    if nbytes % KiB == 0:
-        return f"{nbytes // KiB}KiB"
-    return f"{nbytes}B"
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -241,7 +232,7 @@ def _blockd_sites(
     root: Path, token: str, extra_args: Sequence[str] = ()
 ) -> Iterator[dict[str, Any]]:
     """Four blockd processes (one per site) under ``root``; yields name -> process."""
-    from synxfer_blockstore.processes import BlockdProcess, start_all
+    from synxfer_servers.blockd import BlockdProcess, start_all
 
     procs = {
         name: BlockdProcess(
@@ -267,7 +258,7 @@ async def _network(
     procs: dict[str, Any], opts: Options, clients: Sequence[str]
 ) -> AsyncIterator[Any]:
     """The emulated WAN, in a child process so relaying does not load the client's loop."""
-    from synxfer.testing.delayproxy import NetworkProcess
+    from synxfer_servers.delayproxy import NetworkProcess
 
     rtt = {pair: value * opts.rtt_scale for pair, value in PUBLISHED_RTT.items()}
     servers = {name: proc.host_port for name, proc in procs.items()}
@@ -293,26 +284,26 @@ def _write_clusters(
     settings: dict[str, object],
 ) -> None:
     """One cluster file per (client site, policy, block size): ``SITE-POLICY-SIZE.json``."""
-    from synxfer_blockstore.processes import write_cluster_file
+    from synxfer_servers.blockd import write_cluster_file
 
     for site in clients:
         for policy in policies:
             for bs in block_sizes:
                 write_cluster_file(
-                    directory / f"{site}-{policy}-{_label(bs)}.json",
+                    directory / f"{site}-{policy}-{format_size(bs)}.json",
                     net.site_urls(site),
                     site,
                     token_file=token_file,
                     namespace=namespace,
                     policy=policy,
-                    block_size=_label(bs),
+                    block_size=format_size(bs),
                     seed=f"{seed}-{site}-{policy}-{bs}",
                     settings=settings,
                 )
 
 
 def _bucket(site: str, policy: str, block_size: int) -> str:
-    return f"{site}-{policy}-{_label(block_size)}"
+    return f"{site}-{policy}-{format_size(block_size)}"
 
 
 def _make_data(root: Path, files: int, size: int, seed: int) -> dict[str, str]:
@@ -421,7 +412,7 @@ async def _one_cell(
     async with synxfer.Client(up_config) as up:
         up_backend = _blocks_backend((await up.backend(f"blocks://{up_bucket}/x"))[0])
         for run in range(opts.runs):
-            prefix = f"e{exp}/{policy}/{_label(bs)}/r{run}/"
+            prefix = f"e{exp}/{policy}/{format_size(bs)}/r{run}/"
             t0 = time.perf_counter()
             res = await up.sync_to(data_dir, f"blocks://{up_bucket}/{prefix}")
             upload = time.perf_counter() - t0
@@ -451,7 +442,7 @@ async def _one_cell(
             cell.upload_s.append(round(upload, 4))
             cell.cpu_s.append(round(cpu, 4))
             _log(
-                f"exp{exp} {_label(bs):>6} {policy:<13} run {run + 1}: "
+                f"exp{exp} {format_size(bs):>6} {policy:<13} run {run + 1}: "
                 f"download {elapsed:.3f}s (upload {upload:.3f}s)"
             )
     cell.placement = {s: round(placement.get(s, 0) / blocks_total, 4) for s in SITES}
@@ -506,7 +497,7 @@ async def _further_experiment(opts: Options, work: Path, results: Results) -> No
     config = synxfer.TransferConfig(max_threads=opts.threads)
     with _blockd_sites(work / "sites-further", token, ["--serve-rate", rate]) as procs:
         async with _network(procs, opts, ["Seoul"]) as net:
-            from synxfer_blockstore.processes import write_cluster_file
+            from synxfer_servers.blockd import write_cluster_file
 
             _fixed_layout_policy()
             for mode, settings in modes.items():
@@ -517,7 +508,7 @@ async def _further_experiment(opts: Options, work: Path, results: Results) -> No
                     token_file=token_file,
                     namespace="further",
                     policy=FURTHER_POLICY,
-                    block_size=_label(opts.further_block),
+                    block_size=format_size(opts.further_block),
                     hedge=False,
                     probe_interval=0.25,
                     read_exclude="Seoul" if mode == "remote" else None,
@@ -606,8 +597,8 @@ def _markdown(results: Results, opts: Options) -> str:
         "",
         "## Set-up",
         "",
-        f"- {opts.files} files × {_label(opts.file_size)}, block sizes "
-        f"{', '.join(_label(b) for b in opts.block_sizes)}, {opts.runs} runs per cell "
+        f"- {opts.files} files × {format_size(opts.file_size)}, block sizes "
+        f"{', '.join(format_size(b) for b in opts.block_sizes)}, {opts.runs} runs per cell "
         "(each run uploads afresh, then downloads at Seoul through the engine).",
         f"- Client: `synxfer.Client` with max_threads={opts.threads} (block requests in flight); "
         "reads pick the replica with the lowest mean RTT (the published rule), no hedging.",
@@ -641,8 +632,12 @@ def _markdown(results: Results, opts: Options) -> str:
         if not cells:
             continue
         lines += ["", f"## {title}", ""]
-        header = "| policy | " + " | ".join(f"download {_label(b)} (s)" for b in opts.block_sizes)
-        header += " | upload " + " | upload ".join(f"{_label(b)} (s)" for b in opts.block_sizes)
+        header = "| policy | " + " | ".join(
+            f"download {format_size(b)} (s)" for b in opts.block_sizes
+        )
+        header += " | upload " + " | upload ".join(
+            f"{format_size(b)} (s)" for b in opts.block_sizes
+        )
         header += " | blocks with a Seoul replica | bytes read from |"
         lines += [header, "|" + " --- |" * (2 + 2 * len(opts.block_sizes) + 1)]
         for policy in opts.policies:
@@ -666,7 +661,7 @@ def _markdown(results: Results, opts: Options) -> str:
                 for c in cells
                 if c.block_size == bs and c.download_s
             }
-            lines.append(f"- {_label(bs)} blocks: {ordering(means)}")
+            lines.append(f"- {format_size(bs)} blocks: {ordering(means)}")
         lines.append(f"- published: {_published(exp)}")
     if results.further:
         modes = list(results.further[0].times)
@@ -675,8 +670,8 @@ def _markdown(results: Results, opts: Options) -> str:
             "## Further experiment: Seoul flooded, replicas at Seoul and Mumbai",
             "",
             f"Sites serve at most {opts.serve_rate / MiB:.0f} MiB/s each (shared by all "
-            f"readers); {opts.files} files × {_label(opts.file_size)} in "
-            f"{_label(opts.further_block)} blocks placed by `localclosest` (Seoul + Mumbai); "
+            f"readers); {opts.files} files × {format_size(opts.file_size)} in "
+            f"{format_size(opts.further_block)} blocks placed by `localclosest` (Seoul + Mumbai); "
             "N flood readers fetch blocks from Seoul in a loop.",
             "",
             "| flood readers | "
@@ -753,12 +748,12 @@ def _charts(results: Results, opts: Options, out: Path) -> list[Path]:
                 means.append(mean)
                 sds.append(sd)
             xs = [j + (i - (len(opts.block_sizes) - 1) / 2) * width for j in range(len(means))]
-            bars = ax.bar(xs, means, width, yerr=sds, capsize=4, label=f"{_label(bs)} blocks")
+            bars = ax.bar(xs, means, width, yerr=sds, capsize=4, label=f"{format_size(bs)} blocks")
             ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
         ax.set_xticks(range(len(opts.policies)), opts.policies)
         ax.set_ylabel("download time of all files (s)")
         ax.set_title(
-            f"{title}\n{opts.files} × {_label(opts.file_size)}, mean ± sd of {opts.runs} runs",
+            f"{title}\n{opts.files} × {format_size(opts.file_size)}, mean ± sd of {opts.runs} runs",
             fontsize=10,
         )
         ax.legend()
@@ -903,7 +898,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = _parse(argv)
     opts.out.mkdir(parents=True, exist_ok=True)
     results = Results(
-        command="python -m synxfer.bench.blockstore " + " ".join(argv),
+        command="python -m synxfer_bench.blockstore " + " ".join(argv),
         started=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         params={
             **{k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},

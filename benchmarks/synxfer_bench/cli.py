@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._config import TransferConfig
-from .._exceptions import ConfigError, SynxferError
-from ..bench.report import BenchReport, format_table
-from ..bench.runner import BenchError, BenchOptions, run_with_moto
-from ..bench.scenarios import QUICK, SCENARIOS, Scenario, human_size, parse_rows, select_rows
-from ._args import Parser, positive_int, size_arg
+from synxfer import ConfigError, SynxferError, TransferConfig
+from synxfer.cli._args import Parser, positive_int, size_arg
+
+from .report import BenchReport, format_table
+from .runner import BenchError, BenchOptions, run_with_moto
+from .scenarios import QUICK, SCENARIOS, Scenario, human_size, parse_rows, select_rows
 
 __all__ = ["build_parser", "main"]
 
@@ -74,7 +74,7 @@ def _threshold(text: str) -> float:
 
 
 def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
-    from ..bench.tools import ALL_TOOLS
+    from .tools import ALL_TOOLS
 
     run = sub.add_parser(
         "run",
@@ -251,7 +251,7 @@ def build_parser() -> Parser:
 
     sub.add_parser(
         "blockstore",
-        help="the block-store benchmark (synxfer.bench.blockstore); arguments pass through",
+        help="the block-store benchmark (synxfer_bench.blockstore); arguments pass through",
         add_help=False,
     )
     return parser
@@ -365,7 +365,7 @@ def _scenario(args: argparse.Namespace, parser: Parser) -> tuple[Scenario, float
 
 
 def _tool_names(args: argparse.Namespace, parser: Parser) -> list[str]:
-    from ..bench.tools import ALL_TOOLS
+    from .tools import ALL_TOOLS
 
     spec = args.tools or ("all" if args.scenario else "synxfer")
     names: list[str] = []
@@ -409,11 +409,11 @@ def _check_disk(needed: int, parts: dict[str, int], args: argparse.Namespace) ->
 
 
 def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -> int:
-    from ..bench.charts import write_charts
-    from ..bench.matrix import RunPlan, disk_needed, run_matrix
-    from ..bench.report import Prices, ScenarioReport
-    from ..bench.targets import make_target
-    from ..bench.tools import Peers, make_tools
+    from .charts import write_charts
+    from .matrix import RunPlan, disk_needed, run_matrix
+    from .report import Prices, ScenarioReport
+    from .targets import make_target
+    from .tools import Peers, make_tools
 
     scenario, scale, per_scenario = _scenario(args, parser)
     names = _tool_names(args, parser)
@@ -476,8 +476,8 @@ def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -
 
 
 def _setup_peers(args: argparse.Namespace, parser: Parser) -> int:
-    from ..bench.targets import find_weed
-    from ..bench.tools import PEER_PACKAGES, setup_peers
+    from .targets import find_weed
+    from .tools import PEER_PACKAGES, setup_peers
 
     tools = list(PEER_PACKAGES)
     if args.tools:
@@ -498,7 +498,7 @@ def _setup_peers(args: argparse.Namespace, parser: Parser) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..bench.compare import compare_files, format_comparison
+    from .compare import compare_files, format_comparison
 
     try:
         rows, notes = compare_files(args.a, args.b, threshold=args.threshold)
@@ -520,19 +520,19 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _blockstore(argv: list[str]) -> int:
     try:
-        module = importlib.import_module("synxfer.bench.blockstore")
+        module = importlib.import_module("synxfer_bench.blockstore")
     except ModuleNotFoundError as exc:
-        if exc.name == "synxfer.bench.blockstore":
+        if exc.name == "synxfer_bench.blockstore":
             _log(
                 "synxfer-bench: error: the blockstore benchmark is not available in this "
-                "version (synxfer/bench/blockstore.py is missing)"
+                "version (benchmarks/synxfer_bench/blockstore.py is missing)"
             )
             return 2
         _log(f"synxfer-bench: error: the blockstore benchmark needs {exc.name!r}: {exc}")
         return 2
     entry = getattr(module, "main", None)
     if not callable(entry):
-        _log("synxfer-bench: error: synxfer.bench.blockstore has no main(argv)")
+        _log("synxfer-bench: error: synxfer_bench.blockstore has no main(argv)")
         return 2
     return int(entry(argv))
 
