@@ -56,6 +56,8 @@ Body = bytes | bytearray | memoryview
 _BUF: Final = 64 * 1024
 #: Largest response head (status line and headers) accepted.
 _HEAD_MAX: Final = 256 * 1024
+#: Receive size while a head is awaited and the body goes to a sink.
+_HEAD_BITE: Final = 4096
 #: Bodies up to this size go out in the same write as the head (one copy of
 #: a small body beats a second syscall).
 _INLINE_BODY: Final = 16 * 1024
@@ -161,6 +163,10 @@ class _Connection(asyncio.BufferedProtocol):
         free = len(self._buf) - self._n
         if free < 4096:
             self._make_room()
+        if self._state == _HEAD and self._sink is not None:
+            # Read the head in small bites, so that little of a body meant for
+            # the sink lands here first (and has to be copied over).
+            return memoryview(self._buf)[self._n : self._n + _HEAD_BITE]
         return memoryview(self._buf)[self._n :]
 
     def buffer_updated(self, nbytes: int) -> None:

@@ -515,7 +515,7 @@ class S3Wire:
             bucket,
             None,
             query=(("delete", None),),
-            headers={"content-md5": md5, "content-type": "application/xml"},
+            headers={"content-md5": md5},
             body=body,
         )
         try:
@@ -668,7 +668,6 @@ class S3Wire:
             bucket,
             key,
             query=(("uploadId", upload_id),),
-            headers={"content-type": "application/xml"},
             body=body,
         )
         self._ok_body_error("CompleteMultipartUpload", response.body, bucket, key)
