@@ -1,10 +1,11 @@
 """The Client: the public entry point for every transfer.
 
-A client owns one engine (and so every limit: parts, files, memory, threads)
-and one backend stack per bucket it touches, opened on first use and closed
-with the client. Operations that cannot start (a missing local directory, a
-missing bucket, a malformed URL) raise; once an operation runs, a file that
-fails is recorded in the :class:`~synxfer.TransferResult` and the rest go on.
+A client owns one engine (and its scheduler, so every limit: requests, files,
+memory, threads) and one backend stack per bucket it touches, opened on first
+use and closed with the client. Operations that cannot start (a missing local
+directory, a missing bucket, a malformed URL) raise; once an operation runs, a
+file that fails is recorded in the :class:`~synxfer.TransferResult` and the
+rest go on.
 
 A client belongs to the event loop it is first used on.
 """
@@ -25,15 +26,12 @@ from ._exceptions import ConfigError
 from ._models import Event, ObjectInfo, TransferResult
 from ._url import Location, parse_location
 from .backend import Backend, BackendOptions, open_backend
+from .engine.compare import Compare
 from .engine.core import Engine, Job, Run
 from .engine.filters import Filters
+from .engine.jobs import CopyJob, DeleteRemoteJob, DownloadJob, UploadJob
 from .engine.plan import (
-    Compare,
-    CopyJob,
-    DeleteRemoteJob,
-    DownloadJob,
     PlanArgs,
-    UploadJob,
     delete_jobs,
     list_remote,
     plan_copy,
@@ -104,6 +102,9 @@ class Client:
         self._endpoints = {k.lower(): v for k, v in (endpoints or {}).items()}
         self._extra = {k.lower(): dict(v) for k, v in (backend_options or {}).items()}
         self.follow_symlinks = follow_symlinks
+        self._engine = Engine(self.config, on_event)
+        # Backends get the scheduler's request limiter for the calls they fan
+        # out; the LimitLayer of every stack holds the same one for the rest.
         self._options = BackendOptions(
             endpoint_url=endpoint_url,
             region=region,
@@ -111,8 +112,8 @@ class Client:
             max_connections=self.config.max_threads,
             connect_timeout=self.config.connect_timeout,
             read_timeout=self.config.read_timeout,
+            requests=self._engine.scheduler.requests,
         )
-        self._engine = Engine(self.config, on_event)
         self._backends: dict[tuple[str, str], Backend] = {}
         self._lock = asyncio.Lock()
         self._closed = False
@@ -174,7 +175,7 @@ class Client:
                         self.config.part_size,
                     )
                 backend = RetryLayer(
-                    LimitLayer(inner, self._engine.requests),
+                    LimitLayer(inner, self._engine.scheduler.requests),
                     self.config.retry,
                     self._engine.on_retry,
                 )
@@ -225,7 +226,7 @@ class Client:
     ) -> TransferResult:
         """Make ``url`` (a prefix, treated as a directory) like the local directory.
 
-        Files are copied when missing or different (see ``synxfer.engine.plan``
+        Files are copied when missing or different (see ``synxfer.engine.compare``
         for the rules); with ``delete``, objects the source lacks are removed.
         See :class:`SyncOptions` for the options.
         """

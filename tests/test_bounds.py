@@ -57,7 +57,7 @@ async def _run(
     server.reset()
     async with synxfer.Client(config, endpoint_url=server.endpoint_url, on_event=on_event) as c:
         result = await op(c)  # type: ignore[misc]
-        peak_budget = c._engine.budget.peak
+        peak_budget = c._engine.scheduler.budget.peak
     assert isinstance(result, synxfer.TransferResult)
     assert result.ok, result
     return result, peak_fds, peak_budget
@@ -136,7 +136,7 @@ async def test_ten_thousand_files_keep_descriptors_and_memory_bounded(tmp_path: 
 
     async with synxfer.Client(config, on_event=on_event) as c:
         r = await c.sync_to(src, f"file://{tmp_path}/remote")
-        peak_budget = c._engine.budget.peak
+        peak_budget = c._engine.scheduler.budget.peak
     assert r.ok
     assert r.files_transferred == 10_000
     assert 1 <= peak_src <= config.max_files

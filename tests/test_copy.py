@@ -107,9 +107,9 @@ async def test_streamed_copy_stays_within_the_memory_budget(
     config = SMALL.evolve(max_threads=4, memory_budget=2 * PART)
     async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
         await c.sync_to(src, f"s3://{bucket}/p")
-        c._engine.budget.peak = 0
+        c._engine.scheduler.budget.peak = 0
         r = await c.sync(f"s3://{bucket}/p", f"s3://{bucket2}/p")
-        peak = c._engine.budget.peak
+        peak = c._engine.scheduler.budget.peak
     assert r.ok
     assert peak == 2 * PART
     assert _objects(s3_endpoint, bucket2, "p/")["big"] == (src / "big").read_bytes()

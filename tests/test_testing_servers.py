@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from synxfer import BackendOptions, WriteOptions
+from synxfer.engine.scheduler import RequestSlots
 from synxfer.layers import LimitLayer
 from synxfer_s3 import S3Backend
 from synxfer_servers.process import cpu_seconds
@@ -238,7 +239,7 @@ async def test_never_counts_more_than_the_client_sends(server: CountingMotoServe
     """Back-to-back requests from an asyncio client capped at N are never seen as N+1."""
     options = BackendOptions(endpoint_url=server.endpoint_url, region="us-east-1")
     async with S3Backend("counted", options) as raw:
-        limited = LimitLayer(raw, asyncio.Semaphore(3))
+        limited = LimitLayer(raw, RequestSlots(3))
 
         async def one(i: int) -> None:
             key = f"cap/{i % 5}"

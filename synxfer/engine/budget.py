@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 
 __all__ = ["BufferPool", "ByteBudget"]
@@ -45,7 +46,9 @@ class ByteBudget:
                 # Granted just as we were cancelled: give it back.
                 self.release(n)
             else:
-                self._waiters.remove(entry)
+                # A release may already have dropped our cancelled entry.
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(entry)
                 self._wake()
             raise
         return n

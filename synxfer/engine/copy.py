@@ -3,9 +3,10 @@
 Within one bucket, the backend copies server-side (S3 CopyObject or
 UploadPartCopy, GCS rewrite): no byte crosses the client. Between backends
 (s3 → gs, or two buckets), ranged reads of the source feed part uploads to
-the destination through memory, under the client's limits: each part's
-bytes are reserved in the budget before its task exists, so an object of
-any size costs at most the budget.
+the destination through memory, under the client's limits: parts go through
+the scheduler (:meth:`~.scheduler.Scheduler.map_parts`), which reserves each
+part's bytes before its task exists, so an object of any size costs at most
+the budget.
 
 Checksums are reconciled at both ends. Each part carries the checksum the
 destination asks for (computed in a worker thread from the buffer being
@@ -16,7 +17,6 @@ upload is committed, and against what the destination reports afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import logging
@@ -25,9 +25,11 @@ from .._exceptions import IntegrityError, PreconditionFailed
 from .._models import CompletedPart, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from .core import Engine
+from .download import PartSums
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
-from .parts import checksum_of, crc32c_value, have_crc32c, part_ranges, plan_part_size
-from .transfer import PartSums, abort_orphans, abort_upload, create_upload
+from .parts import Part, checksum_of, crc32c_value, have_crc32c, plan_part_size, split
+from .scheduler import Lease
+from .upload import abort_upload
 
 __all__ = ["copy_object"]
 
@@ -73,25 +75,26 @@ async def _stream(
 ) -> int:
     cfg = engine.config
     caps = dst.capabilities
-    loop = asyncio.get_running_loop()
+    scheduler = engine.scheduler
     multipart = caps.multipart and (size >= cfg.multipart_threshold or size > caps.max_single_put)
     part_size = plan_part_size(size, cfg.part_size, caps) if multipart else max(size, 1)
     if not src.capabilities.ranged_reads:
         part_size = max(size, 1)  # one read of the whole object, clamped by the budget
         multipart = multipart and size <= caps.max_single_put
-    ranges = part_ranges(size, part_size)
-    sums = PartSums(len(ranges))
+    parts = split(size, part_size)
+    lengths = [part.length for part in parts]
+    sums = PartSums(len(parts))
     algorithm = caps.part_checksum
     url = src.url(src_key)
 
-    async def fetch(index: int, if_match: str | None) -> tuple[bytes, ObjectInfo, Checksum | None]:
-        offset, length = ranges[index]
+    async def fetch(part: Part, if_match: str | None) -> tuple[bytes, ObjectInfo, Checksum | None]:
+        offset, length = part.offset, part.length
         res = await src.read(src_key, offset, length or None, if_match=if_match)
         if len(res.data) != length:
             raise IntegrityError(
                 f"{url}: expected {length} bytes at offset {offset}, got {len(res.data)}"
             )
-        if index == 0:
+        if part.index == 0:
             if res.info.size != size:
                 raise PreconditionFailed(
                     f"changed during the copy (size {size} -> {res.info.size})", url=url
@@ -99,60 +102,49 @@ async def _stream(
             sums.plan(res.info, size, part_size)
             # The destination's whole-object CRC32C is checked after the copy.
             sums.want_crc = sums.want_crc or (algorithm == "crc32c" and have_crc32c())
-        checksum, md5, crc = await loop.run_in_executor(
-            engine.executor, _sum_part, res.data, algorithm, sums.want_md5, sums.want_crc
+        checksum, md5, crc = await scheduler.io(
+            _sum_part, res.data, algorithm, sums.want_md5, sums.want_crc
         )
-        sums.record(index, md5, crc)
+        sums.record(part.index, md5, crc)
         engine.progress(length, "down")
         return res.data, res.info, checksum
 
     # The first range carries the source's metadata, which the new object needs.
-    granted = await engine.budget.acquire(ranges[0][1])
-    try:
-        data, info, checksum = await fetch(0, etag)
+    async with scheduler.reserve(parts[0].length):
+        data, info, checksum = await fetch(parts[0], etag)
         options = WriteOptions(_metadata(info, part_size if multipart else 0), info.content_type)
         if not multipart:
-            sums.verify(url, info, [n for _, n in ranges])
+            sums.verify(url, info, lengths)
             result = await dst.put(dst_key, data, options, checksum)
             engine.progress(len(data), "up")
-            await _reconcile(dst, dst_key, result, sums, ranges)
+            await _reconcile(dst, dst_key, result, sums, lengths)
             return size
-        upload, orphans_since = await create_upload(dst, dst_key, options)
+        # Orphans of a retried create are the retry layer's business.
+        upload = await dst.create_multipart(dst_key, options)
         try:
             first = await dst.upload_part(upload, 1, data, checksum)
         except BaseException:
             await abort_upload(dst, upload)
-            await abort_orphans(dst, upload, orphans_since)
             raise
         engine.progress(len(data), "up")
         del data
-    finally:
-        engine.budget.release(granted)
 
-    parts: dict[int, CompletedPart] = {1: first}
+    done: dict[int, CompletedPart] = {1: first}
     if_match = info.etag or etag
 
-    async def move(index: int, granted: int) -> None:
-        try:
-            chunk, _, part_checksum = await fetch(index, if_match)
-            parts[index + 1] = await dst.upload_part(upload, index + 1, chunk, part_checksum)
-            engine.progress(len(chunk), "up")
-        finally:
-            engine.budget.release(granted)
+    async def move(part: Part, lease: Lease) -> None:
+        chunk, _, part_checksum = await fetch(part, if_match)
+        done[part.number] = await dst.upload_part(upload, part.number, chunk, part_checksum)
+        engine.progress(len(chunk), "up")
 
     try:
-        async with asyncio.TaskGroup() as tg:
-            for index in range(1, len(ranges)):
-                g = await engine.budget.acquire(ranges[index][1])
-                tg.create_task(move(index, g))
-        sums.verify(url, info, [n for _, n in ranges])  # before anything is committed
-        result = await dst.complete_multipart(upload, [parts[n] for n in sorted(parts)])
+        await scheduler.map_parts(parts[1:], move)
+        sums.verify(url, info, lengths)  # before anything is committed
+        result = await dst.complete_multipart(upload, [done[n] for n in sorted(done)])
     except BaseException:
         await abort_upload(dst, upload)
-        await abort_orphans(dst, upload, orphans_since)
         raise
-    await abort_orphans(dst, upload, orphans_since)
-    await _reconcile(dst, dst_key, result, sums, ranges)
+    await _reconcile(dst, dst_key, result, sums, lengths)
     return size
 
 
@@ -170,7 +162,7 @@ async def _reconcile(
     dst_key: str,
     result: ObjectInfo,
     sums: PartSums,
-    ranges: list[tuple[int, int]],
+    lengths: list[int],
 ) -> None:
     """Check what the destination vouches for against what was streamed.
 
@@ -180,7 +172,7 @@ async def _reconcile(
     reported = result.checksums or (await dst.stat(dst_key)).checksums
     checks: list[tuple[str, str | None, str]] = []
     if "crc32c" in reported:
-        checks.append(("CRC32C", sums.crc32c_b64([n for _, n in ranges]), reported["crc32c"]))
+        checks.append(("CRC32C", sums.crc32c_b64(lengths), reported["crc32c"]))
     digests = sums.md5s()
     if "md5" in reported and digests is not None and len(digests) == 1:
         checks.append(("MD5", base64.b64encode(digests[0]).decode(), reported["md5"]))

@@ -1,39 +1,25 @@
-"""The scheduler: one per client, owning every limit of every run.
+"""The engine: runs a plan's jobs under the client's limits, and accounts for them.
 
-Limits, all shared by every file and every run of a client:
-
-* ``files``    -- files in flight (``max_files``); a file's task is created
-                  only after it gets a slot, so a plan of a million files
-                  never becomes a million tasks.
-* ``requests`` -- backend requests in flight (``max_threads``), enforced by
-                  the LimitLayer in every backend stack.
-* ``budget``   -- bytes of file data in memory (``memory_budget``); a part's
-                  task is created only after its bytes are reserved, so the
-                  number of part tasks is bounded too.
-* ``executor`` -- ``max_threads`` worker threads for file I/O and hashing;
-                  the event loop never reads, writes or hashes file data.
-* ``buffers``  -- part buffers reused across parts (bounded by the budget),
-                  so memory stays flat instead of churning the allocator.
+:class:`Engine` is what jobs see: the :class:`~.scheduler.Scheduler` (every
+limit: files, requests, bytes, threads, buffers), the resume journal
+(:class:`~.journal.ResumeJournal`), and the run's accounting and events.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextvars
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from .._config import TransferConfig
 from .._exceptions import BackendError, SynxferError
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
-from .budget import BufferPool, ByteBudget
-from .journal import Journal, default_state_dir
+from .journal import ResumeJournal
+from .scheduler import Scheduler
 
 __all__ = ["Engine", "Job", "Run", "describe_error"]
 
@@ -105,62 +91,23 @@ class Engine:
     def __init__(self, config: TransferConfig, on_event: EventHook | None = None) -> None:
         self.config = config
         self.on_event = on_event
-        self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=config.max_threads, thread_name_prefix="synxfer-io"
-        )
-        self.requests = asyncio.Semaphore(config.max_threads)
-        self.files = asyncio.Semaphore(config.max_files)
-        self.budget = ByteBudget(config.memory_budget)
-        self.buffers = BufferPool(config.part_size, config.memory_budget)
-        self._journal_thread = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="synxfer-journal"
-        )
-        self._journal: Journal | None = None
-        self._journal_broken = False
+        self.scheduler = Scheduler(config)
+        self.journal = ResumeJournal(config.resume, config.state_dir)
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
-        if self._journal is not None:
-            self._journal_thread.submit(self._journal.close).result()
-        self._journal_thread.shutdown(wait=True)
-
-    # -- the resume journal --------------------------------------------------
+        self.scheduler.close()
+        self.journal.close()
 
     @property
     def resumable(self) -> bool:
         """True when transfers keep a journal (and so survive interruption)."""
-        return self.config.resume and not self._journal_broken
-
-    async def journal(self, op: str, *args: Any) -> Any:
-        """``Journal.<op>(*args)`` on the journal's own thread; None if resume is off.
-
-        A journal that cannot be opened or written (read-only cache dir, full
-        disk) turns resume off for this client with a warning; transfers go on.
-        """
-        if not self.resumable:
-            return None
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._journal_thread, self._journal_call, op, args)
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("the resume journal is unusable (%s); continuing without resume", exc)
-            self._journal_broken = True
-            return None
-
-    def _journal_call(self, op: str, args: tuple[Any, ...]) -> Any:
-        if self._journal is None:
-            state = self.config.state_dir
-            self._journal = Journal(Path(state) if state else default_state_dir())
-        return getattr(self._journal, op)(*args)
+        return self.journal.enabled
 
     # -- running -------------------------------------------------------------
 
     async def execute(self, jobs: Iterable[Job], run: Run) -> None:
         """Run every job, at most ``max_files`` at once; failures are recorded."""
-        async with asyncio.TaskGroup() as tg:
-            for job in jobs:
-                await self.files.acquire()
-                tg.create_task(self._run_job(job, run))
+        await self.scheduler.map_files(jobs, lambda job: self._run_job(job, run))
 
     async def _run_job(self, job: Job, run: Run) -> None:
         _current.set((run, job))
@@ -169,8 +116,6 @@ class Engine:
         except Exception as exc:
             log.debug("%s %s -> %s failed", job.action.value, job.src, job.dst, exc_info=True)
             self.failed(run, job, exc)
-        finally:
-            self.files.release()
 
     # -- accounting and events -----------------------------------------------
 

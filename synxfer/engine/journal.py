@@ -11,20 +11,30 @@ missing parts are sent; the download rewrites only the missing ranges.
 
 Entries are removed when a transfer completes or is given up. SQLite runs
 in WAL mode with ``synchronous=NORMAL``: every acknowledged write survives
-the death of the process (not necessarily of the machine). All calls block;
-the engine makes them from one dedicated thread, never the event loop.
+the death of the process (not necessarily of the machine). :class:`Journal`'s
+calls block; the engine uses :class:`ResumeJournal`, which makes them from one
+dedicated thread, never the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import logging
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-__all__ = ["DownloadEntry", "Journal", "UploadEntry", "default_state_dir"]
+__all__ = ["DownloadEntry", "Journal", "ResumeJournal", "UploadEntry", "default_state_dir"]
+
+log = logging.getLogger("synxfer")
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS uploads (
@@ -204,3 +214,99 @@ class Journal:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM download_parts WHERE dest = ?", (dest,))
             self._db.execute("DELETE FROM downloads WHERE dest = ?", (dest,))
+
+
+class ResumeJournal:
+    """The journal as the engine uses it: one async method per operation.
+
+    Each call runs on the journal's own thread; the database is opened there
+    on first use, under ``state_dir`` (default :func:`default_state_dir`).
+    When resume is off, or once the journal proved unusable, calls do nothing
+    and lookups find nothing. A journal that cannot be opened or written
+    (read-only cache dir, full disk) turns resume off for this client with a
+    warning; transfers go on.
+    """
+
+    def __init__(self, enabled: bool, state_dir: str | None = None) -> None:
+        self._enabled = enabled
+        self._state_dir = state_dir
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="synxfer-journal"
+        )
+        self._journal: Journal | None = None
+
+    def __repr__(self) -> str:
+        return f"<ResumeJournal {'on' if self._enabled else 'off'}>"
+
+    @property
+    def enabled(self) -> bool:
+        """True while transfers keep a journal (and so survive interruption)."""
+        return self._enabled
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._thread.submit(self._journal.close).result()
+        self._thread.shutdown(wait=True)
+
+    async def _run(self, call: Callable[[Journal], T], off: T) -> T:
+        """``call(journal)`` on the journal's thread; ``off`` when resume is off."""
+        if not self._enabled:
+            return off
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._thread, self._call, call)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("the resume journal is unusable (%s); continuing without resume", exc)
+            self._enabled = False
+            return off
+
+    def _call(self, call: Callable[[Journal], T]) -> T:
+        if self._journal is None:
+            state = self._state_dir
+            self._journal = Journal(Path(state) if state else default_state_dir())
+        return call(self._journal)
+
+    # -- uploads ---------------------------------------------------------------
+
+    async def upload_get(self, dest: str) -> UploadEntry | None:
+        return await self._run(lambda j: j.upload_get(dest), None)
+
+    async def upload_start(
+        self,
+        dest: str,
+        src: str,
+        identity: tuple[int, int, int, int],
+        upload_id: str,
+        part_size: int,
+    ) -> None:
+        await self._run(lambda j: j.upload_start(dest, src, identity, upload_id, part_size), None)
+
+    async def upload_part(
+        self, dest: str, upload_id: str, number: int, etag: str, size: int
+    ) -> None:
+        await self._run(lambda j: j.upload_part(dest, upload_id, number, etag, size), None)
+
+    async def upload_done(self, dest: str) -> None:
+        await self._run(lambda j: j.upload_done(dest), None)
+
+    async def uploads_under(self, prefix: str) -> list[tuple[str, str]]:
+        """``(dest, upload_id)`` of every journaled upload under ``prefix``."""
+        return await self._run(lambda j: j.uploads_under(prefix), [])
+
+    # -- downloads -------------------------------------------------------------
+
+    async def download_get(self, dest: str) -> DownloadEntry | None:
+        return await self._run(lambda j: j.download_get(dest), None)
+
+    async def download_start(
+        self, dest: str, src: str, etag: str | None, size: int, part_size: int, temp: str
+    ) -> None:
+        await self._run(lambda j: j.download_start(dest, src, etag, size, part_size, temp), None)
+
+    async def download_part(
+        self, dest: str, temp: str, number: int, md5: bytes | None, crc32c: int | None
+    ) -> None:
+        await self._run(lambda j: j.download_part(dest, temp, number, md5, crc32c), None)
+
+    async def download_done(self, dest: str) -> None:
+        await self._run(lambda j: j.download_done(dest), None)

@@ -9,12 +9,14 @@ import importlib.util
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import ConfigError
 from ..backend import Capabilities, Checksum, ChecksumAlgorithm
 
 __all__ = [
+    "Part",
     "checksum_of",
     "crc32c_combine",
     "crc32c_value",
@@ -22,6 +24,7 @@ __all__ = [
     "multipart_etag",
     "part_ranges",
     "plan_part_size",
+    "split",
 ]
 
 _MULTIPART_ETAG = re.compile(r"^([0-9a-f]{32})-(\d+)$")
@@ -55,6 +58,25 @@ def part_ranges(size: int, part_size: int) -> list[tuple[int, int]]:
     if size == 0:
         return [(0, 0)]
     return [(off, min(part_size, size - off)) for off in range(0, size, part_size)]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One byte range of an object: its 0-based ``index``, ``offset`` and ``length``."""
+
+    index: int
+    offset: int
+    length: int
+
+    @property
+    def number(self) -> int:
+        """The 1-based part number (multipart uploads, journals)."""
+        return self.index + 1
+
+
+def split(size: int, part_size: int) -> list[Part]:
+    """The parts of an object of ``size`` bytes (one empty part for an empty object)."""
+    return [Part(i, off, n) for i, (off, n) in enumerate(part_ranges(size, part_size))]
 
 
 def checksum_of(

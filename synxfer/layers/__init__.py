@@ -1,4 +1,4 @@
-"""Layers wrap a backend and return a backend: retry, limit, timeout, chaos.
+"""Layers wrap a backend and return a backend: retry, limit, timeout.
 
 The client builds the stack ``Retry -> Limit -> [Timeout] -> [user layers] ->
 backend``, so a retry's backoff never holds a concurrency slot and a request's
@@ -6,9 +6,8 @@ deadline counts only its own time, not its wait for a slot.
 """
 
 from ._base import Layer
-from .chaos import ChaosLayer
 from .limit import LimitLayer
 from .retry import RetryLayer
 from .timeout import TimeoutLayer
 
-__all__ = ["ChaosLayer", "Layer", "LimitLayer", "RetryLayer", "TimeoutLayer"]
+__all__ = ["Layer", "LimitLayer", "RetryLayer", "TimeoutLayer"]

@@ -1,9 +1,19 @@
-"""RetryLayer: retry transient errors with exponential backoff and full jitter."""
+"""RetryLayer: retry transient errors with exponential backoff and full jitter.
+
+It also cleans up after the one retry that can leave something behind.
+Creating a multipart upload is not idempotent: if an attempt was applied by
+the server but its reply was lost, the retry creates a second upload and
+the first is orphaned (invisible, but billed until aborted). So after a
+create that needed more than one attempt, the layer lists the key's uploads
+in progress and aborts those begun since its first attempt, except the one
+it returns.
+"""
 
 from __future__ import annotations
 
-import contextvars
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -16,34 +26,29 @@ from tenacity import (
 )
 
 from .._config import RetryPolicy
-from .._exceptions import TransientError
+from .._exceptions import SynxferError, TransientError
+from .._models import MultipartUpload, WriteOptions
 from ..backend import Backend
 from ._base import Layer
 
-__all__ = ["RetryLayer", "attempts_of_last_call"]
+__all__ = ["RetryLayer"]
 
 log = logging.getLogger("synxfer.retry")
-
-_last_attempts: contextvars.ContextVar[int] = contextvars.ContextVar(
-    "synxfer_last_attempts", default=1
-)
-
-
-def attempts_of_last_call() -> int:
-    """How many attempts the last call through a RetryLayer in this task took.
-
-    More than one for a non-idempotent call (creating a multipart upload)
-    means an earlier attempt may have been applied by the server although
-    its reply was lost.
-    """
-    return _last_attempts.get()
-
 
 T = TypeVar("T")
 
 #: Called before each retry with the operation name, the attempt that failed
 #: (1-based) and its error.
 RetryHook = Callable[[str, int, BaseException], None]
+
+#: An orphan may have begun this long before our first attempt, by the
+#: server's clock (client and server clocks differ a little).
+_ORPHAN_CLOCK_SLACK = 60.0
+#: A server time further than this from ours is not a clock to compare with
+#: (moto, for one, reports a fixed date).
+_IMPLAUSIBLE_CLOCK = 86_400.0
+#: Seconds allowed for aborting one orphaned upload.
+_ABORT_TIMEOUT = 60.0
 
 
 class RetryLayer(Layer):
@@ -78,7 +83,67 @@ class RetryLayer(Layer):
             before_sleep=before_sleep,
             reraise=True,
         )
+        return await retrying(fn, *args)
+
+    async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
+        """Start a multipart upload; after a retried create, abort its orphans."""
+        started = time.time()
+        attempts = 0
+
+        async def attempt(key: str, options: WriteOptions) -> MultipartUpload:
+            nonlocal attempts
+            attempts += 1
+            return await self.inner.create_multipart(key, options)
+
+        upload = await self._call("create_multipart", attempt, key, options)
+        if attempts > 1:
+            try:
+                await self._abort_orphans(upload, started)
+            except asyncio.CancelledError:
+                # The caller never learns of ``upload``: it is an orphan too.
+                await self._abort(upload)
+                raise
+        return upload
+
+    async def _abort_orphans(self, upload: MultipartUpload, since: float) -> None:
+        """Abort uploads of ``upload.key`` begun since ``since`` that are not ``upload``.
+
+        Best effort: uploads begun before our first attempt (by the server's
+        clock, when it agrees with ours within a day) are left alone; a
+        backend that cannot list uploads, or a listing that fails, leaves
+        them all (a lifecycle rule is the backstop).
+        """
         try:
-            return await retrying(fn, *args)
-        finally:
-            _last_attempts.set(int(retrying.statistics.get("attempt_number", 1)))
+            pending = await self.list_uploads(upload.key)
+        except (NotImplementedError, SynxferError) as exc:
+            log.info("could not look for orphaned uploads of %s: %s", self.url(upload.key), exc)
+            return
+        now = time.time()
+        for other in pending:
+            ours = other.upload.upload_id == upload.upload_id
+            when = other.initiated
+            if when is not None and abs(now - when) > _IMPLAUSIBLE_CLOCK:
+                when = None  # the server's clock cannot be compared with ours
+            older = when is not None and when < since - _ORPHAN_CLOCK_SLACK
+            if not ours and not older:
+                await self._abort(other.upload)
+                log.info(
+                    "aborted multipart upload %s of %s: created by an attempt whose reply was lost",
+                    other.upload.upload_id,
+                    self.url(upload.key),
+                )
+
+    async def _abort(self, upload: MultipartUpload) -> None:
+        """Abort a multipart upload even while being cancelled; raises only CancelledError."""
+        try:
+            async with asyncio.timeout(_ABORT_TIMEOUT):
+                await asyncio.shield(self.abort_multipart(upload))
+        except BaseException as exc:
+            log.warning(
+                "could not abort multipart upload %s of %s: %s",
+                upload.upload_id,
+                self.url(upload.key),
+                exc,
+            )
+            if isinstance(exc, asyncio.CancelledError):
+                raise

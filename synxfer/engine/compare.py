@@ -1,0 +1,211 @@
+"""The sync comparison rules: copy, skip, or check with a HEAD.
+
+Comparison follows ``aws s3 sync``, with one improvement: synxfer stores the
+source file's mtime in the object (``mtime`` metadata) and restores it on
+download, so trees synced in either direction compare equal afterwards.
+
+Default rule (copy when missing, when sizes differ, or when the source is
+newer than the destination):
+
+* upload: the object's time is its stored ``mtime`` when the listing carries
+  metadata, else its LastModified (whole seconds, as S3 lists it);
+* download: when the object's LastModified is not newer than the local file,
+  skip; otherwise one HEAD fetches the stored ``mtime`` and the object is
+  copied only if that is newer than the local file (or absent).
+
+``--size-only`` compares sizes; ``--exact-timestamps`` copies same-size files
+whose times differ at all; ``--checksum`` compares content hashes (S3-style
+MD5 ETags, reading the local file once to hash it).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import math
+from pathlib import Path
+
+from .._models import ObjectInfo
+from ..backend import Backend
+from .core import Engine
+from .localtree import LocalEntry
+from .meta import same_mtime, stored_mtime, stored_part_size
+from .parts import etag_parts, multipart_etag, plan_part_size
+
+__all__ = [
+    "COPY",
+    "SKIP",
+    "Check",
+    "Compare",
+    "Decision",
+    "decide",
+    "decide_copy",
+    "md5_file_etag",
+    "resolve",
+]
+
+_NS = 1_000_000_000
+
+
+class Compare(enum.Enum):
+    """How a source and an existing destination are compared."""
+
+    DEFAULT = "default"
+    SIZE_ONLY = "size-only"
+    EXACT_TIMESTAMPS = "exact-timestamps"
+    CHECKSUM = "checksum"
+    ALWAYS = "always"  # cp: copy without comparing
+
+
+class Check(enum.Enum):
+    """A comparison that needs a HEAD (and maybe a local hash) to decide."""
+
+    NEWER = "newer"  # copy if the stored mtime is newer (or absent)
+    EXACT = "exact"  # copy if the times differ
+    CONTENT = "content"  # copy if the hashes differ
+
+
+COPY = "copy"
+SKIP = "skip"
+Decision = str | Check
+
+
+def _remote_time_ns(info: ObjectInfo) -> int | None:
+    stored = stored_mtime(info.metadata)
+    if stored is not None:
+        return stored
+    return None if info.mtime is None else int(info.mtime * _NS)
+
+
+def decide(
+    mode: Compare, local: LocalEntry | None, remote: ObjectInfo | None, upload: bool
+) -> Decision:
+    """Copy, skip, or a check needing a HEAD, for one pair of files."""
+    if mode is Compare.ALWAYS or local is None or remote is None:
+        return COPY
+    if local.size != remote.size:
+        return COPY
+    if mode is Compare.SIZE_ONLY:
+        return SKIP
+    if not upload and local.tag is not None and local.tag == remote.etag:
+        # This very object was downloaded here and the file is untouched since.
+        return SKIP
+    if mode is Compare.CHECKSUM:
+        return Check.CONTENT
+    stored = stored_mtime(remote.metadata)
+    if mode is Compare.EXACT_TIMESTAMPS:
+        if stored is not None:
+            return SKIP if same_mtime(stored, local.mtime_ns) else COPY
+        return Check.EXACT
+    # Compare.DEFAULT: copy when the source is newer.
+    if stored is not None:
+        newer = local.mtime_ns - stored if upload else stored - local.mtime_ns
+        return COPY if newer > 0 and not same_mtime(stored, local.mtime_ns) else SKIP
+    if remote.mtime is None:
+        return Check.NEWER
+    local_s, remote_s = local.mtime_ns // _NS, math.floor(remote.mtime)
+    if upload:
+        return COPY if local_s > remote_s else SKIP
+    return SKIP if remote_s <= local_s else Check.NEWER
+
+
+def decide_copy(
+    mode: Compare, src: ObjectInfo, dst: ObjectInfo | None, *, final: bool = False
+) -> Decision:
+    """Copy, skip, or a check needing HEADs, for an object and its remote copy.
+
+    Times compare by the stored source mtime when both sides list it, else by
+    LastModified as ``aws s3 sync`` does between buckets (a copy is written
+    after its source, so a second sync skips it). Checksums compare by equal
+    MD5-style ETags or any checksum both sides vouch for. ``final``: the
+    infos come from HEADs, so no further check can be asked for.
+    """
+    if mode is Compare.ALWAYS or dst is None or src.size != dst.size:
+        return COPY
+    if mode is Compare.SIZE_ONLY:
+        return SKIP
+    if mode is Compare.CHECKSUM:
+        if src.etag and src.etag == dst.etag and etag_parts(src.etag) is not None:
+            return SKIP
+        common = set(src.checksums) & set(dst.checksums)
+        if common:
+            same = all(src.checksums[a] == dst.checksums[a] for a in common)
+            return SKIP if same else COPY
+        return COPY if final else Check.CONTENT
+    s_ns, d_ns = stored_mtime(src.metadata), stored_mtime(dst.metadata)
+    if s_ns is not None and d_ns is not None:
+        if mode is Compare.EXACT_TIMESTAMPS:
+            return SKIP if same_mtime(s_ns, d_ns) else COPY
+        return COPY if s_ns - d_ns > 0 and not same_mtime(s_ns, d_ns) else SKIP
+    if not final and (mode is Compare.EXACT_TIMESTAMPS or src.mtime is None or dst.mtime is None):
+        return Check.EXACT if mode is Compare.EXACT_TIMESTAMPS else Check.NEWER
+    if src.mtime is None or dst.mtime is None:
+        return COPY
+    if mode is Compare.EXACT_TIMESTAMPS:
+        return SKIP if math.floor(src.mtime) == math.floor(dst.mtime) else COPY
+    return COPY if math.floor(src.mtime) > math.floor(dst.mtime) else SKIP
+
+
+async def resolve(
+    engine: Engine, check: Check, backend: Backend, key: str, local: LocalEntry, upload: bool
+) -> bool:
+    """Settle a check with a HEAD (and a local hash for CONTENT): True = copy."""
+    info = await backend.stat(key)
+    if info.size != local.size:
+        return True
+    if check is Check.CONTENT:
+        return await _content_differs(engine, backend, local, info)
+    remote_ns = _remote_time_ns(info)
+    if remote_ns is None:
+        return True
+    if check is Check.EXACT:
+        return not same_mtime(remote_ns, local.mtime_ns)
+    newer = local.mtime_ns - remote_ns if upload else remote_ns - local.mtime_ns
+    return newer > 0 and not same_mtime(remote_ns, local.mtime_ns)
+
+
+async def _content_differs(
+    engine: Engine, backend: Backend, local: LocalEntry, info: ObjectInfo
+) -> bool:
+    parts = etag_parts(info.etag)
+    if parts is None:
+        return True  # an opaque ETag cannot be compared: copy to be sure
+    part_size = 0
+    if parts > 0:
+        part_size = stored_part_size(info.metadata) or plan_part_size(
+            info.size, engine.config.part_size, backend.capabilities
+        )
+        if part_size <= 0 or math.ceil(info.size / part_size) != parts:
+            return True
+    etag = await engine.scheduler.io(md5_file_etag, local.path, part_size, parts)
+    return etag != info.etag
+
+
+def md5_file_etag(path: Path, part_size: int, parts: int) -> str:
+    """The S3-style ETag of a local file (blocking; run in a worker thread).
+
+    ``parts == 0`` gives the plain MD5; otherwise the md5-of-part-md5s form.
+    Used by ``--checksum`` comparisons.
+    """
+    with open(path, "rb") as fh:
+        if parts == 0:
+            h = hashlib.md5(usedforsecurity=False)
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+            return h.hexdigest()
+        digests = []
+        while True:
+            h = hashlib.md5(usedforsecurity=False)
+            remaining = part_size
+            while remaining:
+                chunk = fh.read(min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                h.update(chunk)
+                remaining -= len(chunk)
+            if remaining == part_size:
+                break
+            digests.append(h.digest())
+            if remaining:
+                break
+        return multipart_etag(digests)

@@ -1,0 +1,207 @@
+"""The scheduler: one per client, owning every limit of every run.
+
+Limits, all shared by every file and every run of a client:
+
+* files in flight (``max_files``): :meth:`Scheduler.map_files` takes a
+  file's slot *before* its task exists, so a plan of a million files never
+  becomes a million tasks;
+* requests in flight (``max_threads``): :attr:`Scheduler.requests`, the one
+  :class:`~synxfer.backend.RequestLimiter` of the client. The client wraps
+  every backend in a ``LimitLayer`` holding one of its slots per call, and
+  lends the same limiter to backends (``BackendOptions.requests``) for the
+  operations they fan out into several requests (``Capabilities.fan_out``),
+  so ``max_threads`` is the true number of requests in flight;
+* bytes of file data in memory (``memory_budget``): :meth:`Scheduler.map_parts`
+  reserves a part's bytes (and lends a pooled buffer) *before* the part's task
+  exists and releases them on every path; :meth:`Scheduler.reserve` does the
+  same for a single block of work (a whole small file, the first range of a
+  download). No other code acquires or releases budget;
+* the I/O executor: ``max_threads`` worker threads for file I/O and hashing,
+  so the event loop never reads, writes or hashes file data;
+* the buffer pool: part buffers reused across parts (bounded by the budget),
+  so memory stays flat instead of churning the allocator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
+
+from .._config import TransferConfig
+from .budget import BufferPool, ByteBudget
+from .parts import Part
+
+__all__ = ["Lease", "RequestSlots", "Scheduler"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class RequestSlots:
+    """A :class:`~synxfer.backend.RequestLimiter` over one semaphore of ``limit`` slots.
+
+    ``slot()`` returns the semaphore itself (an async context manager), so
+    holding a slot costs no more than the semaphore does.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"a request limit must be >= 1 (got {limit})")
+        self.limit = limit
+        self._semaphore = asyncio.Semaphore(limit)
+
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._semaphore
+
+    @property
+    def in_use(self) -> int:
+        """Slots held right now."""
+        return self.limit - self._semaphore._value
+
+    def __repr__(self) -> str:
+        return f"<RequestSlots {self.in_use}/{self.limit}>"
+
+
+class Lease:
+    """``nbytes`` of the memory budget, reserved for one block of work.
+
+    :meth:`buffer` lends a pooled buffer of exactly ``nbytes``; it goes back
+    to the pool, and the bytes to the budget, when the lease is released
+    (by the scheduler, on every path).
+    """
+
+    __slots__ = ("_buffer", "_granted", "_scheduler", "nbytes")
+
+    def __init__(self, scheduler: Scheduler, nbytes: int, granted: int) -> None:
+        self._scheduler = scheduler
+        self.nbytes = nbytes
+        self._granted = granted
+        self._buffer: bytearray | None = None
+
+    def buffer(self) -> bytearray:
+        """A writable buffer of ``nbytes`` bytes, valid until the lease ends."""
+        if self._buffer is None:
+            self._buffer = self._scheduler.buffers.get(self.nbytes)
+        return self._buffer
+
+    def _on_task_done(self, _: asyncio.Task[None]) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        """Give the buffer and the bytes back; idempotent."""
+        if self._buffer is not None:
+            self._scheduler.buffers.put(self._buffer)
+            self._buffer = None
+        granted, self._granted = self._granted, 0
+        if granted:
+            self._scheduler.budget.release(granted)
+
+
+class Scheduler:
+    """Every limit of one client: files, requests, bytes, threads, buffers."""
+
+    def __init__(self, config: TransferConfig) -> None:
+        self.config = config
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=config.max_threads, thread_name_prefix="synxfer-io"
+        )
+        self.requests = RequestSlots(config.max_threads)
+        self.budget = ByteBudget(config.memory_budget)
+        self.buffers = BufferPool(config.part_size, config.memory_budget)
+        self._files = asyncio.Semaphore(config.max_files)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"<Scheduler files={c.max_files} requests={self.requests.in_use}/{c.max_threads} "
+            f"bytes={self.budget.in_use}/{self.budget.capacity}>"
+        )
+
+    # -- threads -------------------------------------------------------------
+
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker thread (blocking file I/O, hashing)."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # -- files ---------------------------------------------------------------
+
+    async def map_files(
+        self, items: Iterable[T], work: Callable[[T], Coroutine[Any, Any, object]]
+    ) -> None:
+        """``work(item)`` for each item, at most ``max_files`` at once.
+
+        An item's slot is taken before its task is created. ``work`` should
+        handle its own failures: the first exception cancels the rest.
+        """
+        async with asyncio.TaskGroup() as tg:
+            for item in items:
+                await self._files.acquire()
+                try:
+                    task = tg.create_task(work(item))
+                except BaseException:
+                    self._files.release()
+                    raise
+                # A done callback, not a ``finally`` in the task: a task
+                # cancelled before it starts never runs its body.
+                task.add_done_callback(self._file_done)
+
+    def _file_done(self, _: asyncio.Task[Any]) -> None:
+        self._files.release()
+
+    # -- bytes ---------------------------------------------------------------
+
+    async def _lease(self, nbytes: int) -> Lease:
+        """Wait until ``nbytes`` fit in the budget (clamped to its capacity)."""
+        return Lease(self, nbytes, await self.budget.acquire(nbytes))
+
+    @contextlib.asynccontextmanager
+    async def reserve(self, nbytes: int) -> AsyncIterator[Lease]:
+        """Hold ``nbytes`` of the budget (and any buffer lent) for the block."""
+        lease = await self._lease(nbytes)
+        try:
+            yield lease
+        finally:
+            lease._release()
+
+    async def map_parts(
+        self,
+        parts: Iterable[Part],
+        work: Callable[[Part, Lease], Awaitable[R]],
+        then: Callable[[Part, R], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run ``work(part, lease)`` for every part, as many at once as the budget allows.
+
+        Each part's ``length`` is reserved (waiting, in order, for the budget)
+        before the part's task is created, so tasks and memory stay bounded
+        however many parts there are. The reservation and its buffer are
+        released as soon as ``work`` returns or raises; then
+        ``then(part, result)`` does the part's bookkeeping (journal,
+        progress) outside it. The first error cancels the other parts and
+        is raised in an :class:`ExceptionGroup`.
+        """
+
+        async def one(part: Part, lease: Lease) -> None:
+            try:
+                result = await work(part, lease)
+            finally:
+                lease._release()
+            if then is not None:
+                await then(part, result)
+
+        async with asyncio.TaskGroup() as tg:
+            for part in parts:
+                lease = await self._lease(part.length)  # back-pressure: before the task
+                try:
+                    task = tg.create_task(one(part, lease))
+                except BaseException:
+                    lease._release()
+                    raise
+                # Also when the task ends: one cancelled before it started
+                # (a sibling failed) never ran its ``finally``.
+                task.add_done_callback(lease._on_task_done)

@@ -1,0 +1,268 @@
+"""The scheduler's primitives and the request limiter it lends.
+
+End-to-end bounds (requests, files, bytes seen by a server) are in
+test_bounds.py; these tests pin the primitives themselves, and show that the
+LimitLayer holds no request slot for an operation a real backend declares as
+fanned out (the backend takes one per request instead) and one for any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import synxfer
+from synxfer import BackendOptions, WriteOptions
+from synxfer.backend import RequestLimiter
+from synxfer.engine.parts import Part, split
+from synxfer.engine.scheduler import Lease, RequestSlots, Scheduler
+from synxfer.layers import LimitLayer, RetryLayer
+from synxfer_file import FileBackend
+
+
+@pytest.fixture
+async def scheduler() -> AsyncIterator[Scheduler]:
+    s = Scheduler(synxfer.TransferConfig(max_threads=4, part_size=10, memory_budget=30))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+async def test_map_parts_reserves_before_each_task(scheduler: Scheduler) -> None:
+    """At most budget // part parts run, and no task exists for a part not yet reserved."""
+    running = peak = 0
+    tasks_before = len(asyncio.all_tasks())
+    peak_tasks = 0
+
+    async def work(part: Part, lease: Lease) -> int:
+        nonlocal running, peak, peak_tasks
+        running += 1
+        peak = max(peak, running)
+        peak_tasks = max(peak_tasks, len(asyncio.all_tasks()) - tasks_before)
+        assert scheduler.budget.in_use <= scheduler.budget.capacity
+        assert len(lease.buffer()) == part.length
+        await asyncio.sleep(0.01)
+        running -= 1
+        return part.index
+
+    seen: list[int] = []
+
+    async def then(part: Part, index: int) -> None:
+        seen.append(index)
+
+    await scheduler.map_parts(split(95, 10), work, then)
+    assert sorted(seen) == list(range(10))
+    assert peak == 3  # 30 bytes of budget, 10-byte parts
+    assert peak_tasks == 3
+    assert scheduler.budget.in_use == 0
+    assert scheduler.budget.peak == 30
+
+
+async def test_map_parts_releases_before_then(scheduler: Scheduler) -> None:
+    held: list[int] = []
+
+    async def work(part: Part, lease: Lease) -> None:
+        held.append(scheduler.budget.in_use)
+
+    async def then(part: Part, _: None) -> None:
+        held.append(scheduler.budget.in_use)
+
+    await scheduler.map_parts([Part(0, 0, 7)], work, then)
+    assert held == [7, 0]
+
+
+async def test_first_error_cancels_the_rest_and_releases_everything(
+    scheduler: Scheduler,
+) -> None:
+    started: list[int] = []
+    cancelled: list[int] = []
+    buffers: list[bytearray] = []
+
+    async def work(part: Part, lease: Lease) -> None:
+        buffers.append(lease.buffer())
+        started.append(part.index)
+        if part.index == 1:
+            raise OSError("disk on fire")
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(part.index)
+            raise
+
+    with pytest.raises(ExceptionGroup) as info:
+        await scheduler.map_parts(split(100, 10), work)
+    assert [str(e) for e in info.value.exceptions] == ["disk on fire"]
+    assert started == [0, 1, 2]  # the rest never got a task
+    assert sorted(cancelled) == [0, 2]
+    assert scheduler.budget.in_use == 0
+    # Every buffer lent went back to the pool (part 2 reused part 1's).
+    lent = {id(b) for b in buffers}
+    again = [scheduler.buffers.get(10) for _ in lent]
+    assert {id(b) for b in again} == lent
+
+
+async def test_map_files_takes_a_slot_before_each_task() -> None:
+    s = Scheduler(synxfer.TransferConfig(max_threads=2, max_files=3))
+    try:
+        running = peak = 0
+        tasks_before = len(asyncio.all_tasks())
+        peak_tasks = 0
+
+        async def work(item: int) -> None:
+            nonlocal running, peak, peak_tasks
+            running += 1
+            peak = max(peak, running)
+            peak_tasks = max(peak_tasks, len(asyncio.all_tasks()) - tasks_before)
+            await asyncio.sleep(0.005)
+            running -= 1
+
+        await s.map_files(range(20), work)
+        assert peak == 3
+        assert peak_tasks == 3
+    finally:
+        s.close()
+
+
+async def test_map_files_frees_the_slot_of_a_task_cancelled_before_it_starts() -> None:
+    """A failing item cancels the rest, including a task created but not yet
+    started; every slot comes back all the same."""
+    s = Scheduler(synxfer.TransferConfig(max_threads=2, max_files=1))
+    try:
+        ran: list[int] = []
+
+        async def work(item: int) -> None:
+            ran.append(item)
+            await asyncio.sleep(0)
+            if item == 0:
+                raise ValueError("item 0 fails")
+            await asyncio.sleep(10)
+
+        with pytest.raises(ExceptionGroup):
+            await asyncio.wait_for(s.map_files(range(5), work), 5)
+        assert ran == [0]
+
+        # The slot is free again.
+        async def record(item: int) -> None:
+            ran.append(item)
+
+        await asyncio.wait_for(s.map_files(range(3), record), 5)
+        assert ran == [0, 0, 1, 2]
+    finally:
+        s.close()
+
+
+async def test_reserve_releases_on_error(scheduler: Scheduler) -> None:
+    held: list[int] = []
+
+    async def fail() -> None:
+        async with scheduler.reserve(25) as lease:
+            held.append(scheduler.budget.in_use)
+            lease.buffer()
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await fail()
+    assert held == [25]
+    assert scheduler.budget.in_use == 0
+
+
+async def test_request_slots() -> None:
+    slots = RequestSlots(2)
+    assert isinstance(slots, RequestLimiter)
+    async with slots.slot(), slots.slot():
+        assert slots.in_use == 2
+        third = asyncio.create_task(_hold(slots))
+        await asyncio.sleep(0.05)
+        assert not third.done()  # waits for a free slot
+    await asyncio.wait_for(third, 5)
+    assert slots.in_use == 0
+    with pytest.raises(ValueError, match="must be >= 1"):
+        RequestSlots(0)
+
+
+async def _hold(slots: RequestSlots) -> None:
+    async with slots.slot():
+        pass
+
+
+# -- the LimitLayer and fanned-out operations, on the real file backend -------------
+
+
+class SlotPerRequestFileBackend(FileBackend):
+    """The file backend with ``copy`` declared fan-out, as a backend that sends
+    several requests per copy would: it takes one slot of the scheduler's
+    limiter (``options.requests``) per request it sends (here one)."""
+
+    capabilities = dataclasses.replace(FileBackend.capabilities, fan_out=frozenset({"copy"}))
+
+    async def copy(self, src_key: str, dst_key: str, options: WriteOptions) -> synxfer.ObjectInfo:
+        async with self.options.requests.slot():
+            return await super().copy(src_key, dst_key, options)
+
+
+async def test_limit_layer_holds_no_slot_for_fan_out_ops(tmp_path: Path) -> None:
+    limiter = RequestSlots(1)
+    async with FileBackend(str(tmp_path)) as raw:
+        raw.capabilities = dataclasses.replace(raw.capabilities, fan_out=frozenset({"copy"}))
+        layer = LimitLayer(raw, limiter)
+        await layer.put("a", b"abc", WriteOptions())
+        async with limiter.slot():  # the only slot, held elsewhere
+            # The fan-out op goes straight to the backend ...
+            info = await asyncio.wait_for(layer.copy("a", "b", WriteOptions()), 5)
+            assert info.size == 3
+            # ... any other op waits for a slot.
+            stat = asyncio.create_task(layer.stat("b"))
+            await asyncio.sleep(0.1)
+            assert not stat.done()
+        assert (await asyncio.wait_for(stat, 5)).size == 3
+
+
+async def test_limit_layer_holds_a_slot_for_other_ops(tmp_path: Path) -> None:
+    """Without the fan-out declaration, the same copy waits for a slot."""
+    limiter = RequestSlots(1)
+    async with FileBackend(str(tmp_path)) as raw:
+        layer = LimitLayer(raw, limiter)
+        await layer.put("a", b"abc", WriteOptions())
+        async with limiter.slot():
+            copy = asyncio.create_task(layer.copy("a", "b", WriteOptions()))
+            await asyncio.sleep(0.1)
+            assert not copy.done()
+            assert not (tmp_path / "b").exists()
+        assert (await asyncio.wait_for(copy, 5)).size == 3
+
+
+async def test_a_backend_taking_slots_per_request_never_deadlocks(tmp_path: Path) -> None:
+    """One slot in all: the layer holds none for the fan-out copy, so the
+    backend's own slot is free; with the slot held elsewhere, the copy waits."""
+    limiter = RequestSlots(1)
+    options = BackendOptions(requests=limiter)
+    async with SlotPerRequestFileBackend(str(tmp_path), options) as raw:
+        layer = RetryLayer(LimitLayer(raw, limiter), synxfer.RetryPolicy(attempts=1))
+        await layer.put("a", b"abcd", WriteOptions())
+        info = await asyncio.wait_for(layer.copy("a", "b", WriteOptions()), 5)
+        assert info.size == 4
+        async with limiter.slot():
+            copy = asyncio.create_task(layer.copy("a", "c", WriteOptions()))
+            await asyncio.sleep(0.1)
+            assert not copy.done()  # the backend waits for its request slot
+        assert (await asyncio.wait_for(copy, 5)).size == 4
+
+
+async def test_client_lends_its_limiter_to_layer_and_backend(tmp_path: Path) -> None:
+    async with synxfer.Client(synxfer.TransferConfig(max_threads=3)) as c:
+        backend, _ = await c.backend(f"file://{tmp_path}/x")
+        limiter = c._engine.scheduler.requests
+        assert isinstance(backend, RetryLayer)
+        limit = backend.inner
+        assert isinstance(limit, LimitLayer)
+        assert limit.limiter is limiter
+        inner = limit.inner
+        assert isinstance(inner, FileBackend)
+        assert inner.options.requests is limiter
+        assert isinstance(limiter, RequestSlots)
+        assert limiter.limit == 3
