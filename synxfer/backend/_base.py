@@ -13,6 +13,7 @@ from types import MappingProxyType, TracebackType
 from typing import ClassVar, Literal, Self
 
 from .._config import GiB, MiB
+from .._exceptions import PreconditionFailed
 from .._models import (
     CompletedPart,
     ListPage,
@@ -164,6 +165,32 @@ class Backend(abc.ABC):
         With ``if_match`` (an ETag), raise PreconditionFailed if the object
         no longer has that ETag.
         """
+
+    async def read_into(
+        self,
+        key: str,
+        offset: int,
+        buf: memoryview,
+        *,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
+        """Fill ``buf`` with bytes ``[offset, offset+len(buf))`` of an object.
+
+        Returns the whole object's info. ``buf`` is filled exactly or the call
+        raises (an object shorter than the range: :class:`PreconditionFailed`;
+        a body cut short: :class:`TransientError`); an empty ``buf`` reads an
+        empty object without a range. The engine lends a pooled buffer, so a
+        backend that can receive straight into it (no per-object allocation,
+        no join) overrides this; the default reads and copies once.
+        """
+        res = await self.read(key, offset, len(buf) or None, if_match=if_match)
+        if len(res.data) != len(buf):
+            raise PreconditionFailed(
+                f"expected {len(buf)} bytes at offset {offset}, got {len(res.data)}",
+                url=self.url(key),
+            )
+        buf[:] = res.data
+        return res.info
 
     @abc.abstractmethod
     async def put(

@@ -71,6 +71,16 @@ class Layer(Backend):
     ) -> ReadResult:
         return await self.inner.read(key, offset, length, if_match=if_match)
 
+    async def read_into(
+        self, key: str, offset: int, buf: memoryview, *, if_match: str | None = None
+    ) -> ObjectInfo:
+        return await self._call("read_into", self._read_into, key, offset, buf, if_match)
+
+    async def _read_into(
+        self, key: str, offset: int, buf: memoryview, if_match: str | None
+    ) -> ObjectInfo:
+        return await self.inner.read_into(key, offset, buf, if_match=if_match)
+
     async def put(
         self, key: str, data: Payload, options: WriteOptions, checksum: Checksum | None = None
     ) -> ObjectInfo:

@@ -44,6 +44,8 @@ class TimeoutLayer(Layer):
             return len(args[1])
         if op == "upload_part":
             return len(args[2])
+        if op == "read_into":
+            return len(args[2])
         if op == "read":
             return self.unknown_size if args[2] is None else int(args[2])
         return None

@@ -271,6 +271,31 @@ class ReadWriteTests(_Kit):
         tail = await backend.read(key, 4000)
         assert tail.data == data[4000:], "no length reads to the end"
 
+    async def test_read_into(self, backend: Backend, key_prefix: str) -> None:
+        key = key_prefix + "into.bin"
+        data = _payload(5000, seed=3)
+        put = await _put(backend, key, data)
+        buf = bytearray(len(data) + 10)
+        info = await backend.read_into(key, 0, memoryview(buf)[: len(data)], if_match=put.etag)
+        assert bytes(buf[: len(data)]) == data
+        assert bytes(buf[len(data) :]) == bytes(10), "nothing written past the view"
+        assert info.size == len(data)
+        assert info.etag == put.etag
+        if backend.capabilities.ranged_reads:
+            view = memoryview(buf)[:100]
+            info = await backend.read_into(key, 4900, view)
+            assert bytes(view) == data[4900:]
+            assert info.size == len(data), "info.size is the whole object's size"
+            with pytest.raises(PreconditionFailed):
+                await backend.read_into(key, 4950, memoryview(buf)[:100])
+        await _put(backend, key, b"changed")
+        with pytest.raises(PreconditionFailed):
+            await backend.read_into(key, 0, memoryview(buf)[:7], if_match=put.etag)
+        empty = key_prefix + "into-empty"
+        await _put(backend, empty, b"")
+        info = await backend.read_into(empty, 0, memoryview(buf)[:0])
+        assert info.size == 0
+
     @requires("ranged_reads")
     async def test_read_past_end_is_short(self, backend: Backend, key_prefix: str) -> None:
         key = key_prefix + "short.bin"
