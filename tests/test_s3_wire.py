@@ -821,6 +821,75 @@ async def test_http_pool_is_bounded_and_survives_cancellation() -> None:
         await client.aclose()
 
 
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A throwaway self-signed certificate for 127.0.0.1 (``openssl``), or skip."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_https_round_trip_receives_into_the_sink(tls_files: tuple[Path, Path]) -> None:
+    import ssl
+
+    cert, key = tls_files
+    payload = random.Random(8).randbytes(2 * MiB + 11)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            line, body = await read_request(reader)
+            if line.startswith("PUT"):
+                digest = hashlib.sha256(body).hexdigest().encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 64\r\n\r\n" + digest)
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload))
+                writer.write(payload)
+            await writer.drain()
+
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    state = {"n": 0}
+
+    async def counted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        state["n"] += 1
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            await handler(reader, writer)
+        writer.close()
+
+    server = await asyncio.start_server(counted, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        trusted = HttpClient(ca_bundle=str(cert))
+        headers = {"host": f"127.0.0.1:{port}"}
+        put = await trusted.request("PUT", "https", "127.0.0.1", port, "/k", headers, payload)
+        sink = bytearray(len(payload))
+        got = await trusted.request(
+            "GET", "https", "127.0.0.1", port, "/k", headers, sink=memoryview(sink)
+        )
+        await trusted.aclose()
+        assert bytes(put.body) == hashlib.sha256(payload).hexdigest().encode()
+        assert got.length == len(payload)
+        assert sink == payload
+        assert state["n"] == 1
+        untrusted = HttpClient()  # the system's store does not know this certificate
+        with pytest.raises(BackendError, match="not trusted"):
+            await untrusted.request("GET", "https", "127.0.0.1", port, "/k", headers)
+        await untrusted.aclose()
+    finally:
+        server.close()
+
+
 # -- S3Wire against moto ---------------------------------------------------------------------
 
 

@@ -47,7 +47,7 @@ import time
 from collections.abc import Mapping
 from typing import Final
 
-from synxfer.backend import BackendError, TransientError
+from synxfer.backend import BackendError, ConfigError, TransientError
 
 __all__ = ["HttpClient", "HttpResponse"]
 
@@ -153,8 +153,10 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = transport
         # Pause as soon as anything is left unsent: a body slice is written
         # only once the previous one has gone, so the transport never copies
-        # more than the tail of one slice.
-        transport.set_write_buffer_limits(high=0)
+        # more than the tail of one slice. (Not high=0: the TLS transport
+        # then pauses after every write, even when nothing is left, and never
+        # resumes.)
+        transport.set_write_buffer_limits(high=1, low=0)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._state == _BODY_INTO:
@@ -162,7 +164,13 @@ class _Connection(asyncio.BufferedProtocol):
             return self._body_view[self._got : self._expected]
         free = len(self._buf) - self._n
         if free < 4096:
-            self._make_room()
+            try:
+                self._make_room()
+            except _Malformed as exc:  # a head that never ends: give up on this stream
+                self._fail(exc)
+                if self.transport is not None:
+                    self.transport.abort()
+                return memoryview(bytearray(4096))
         if self._state == _HEAD and self._sink is not None:
             # Read the head in small bites, so that little of a body meant for
             # the sink lands here first (and has to be copied over).
@@ -562,6 +570,7 @@ class _Pool:
         self.idle: collections.deque[_Connection] = collections.deque()
         self.open = 0
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.closed = False
 
     async def acquire(self) -> tuple[_Connection, bool]:
         """A connection, and whether it was reused from the idle set."""
@@ -625,7 +634,7 @@ class _Pool:
         return conn
 
     def release(self, conn: _Connection) -> None:
-        if conn.reusable and not conn.closed:
+        if conn.reusable and not conn.closed and not self.closed:
             conn.idle_since = time.monotonic()
             self.idle.append(conn)
         else:
@@ -641,6 +650,7 @@ class _Pool:
                 return
 
     def close(self) -> None:
+        self.closed = True
         while self.idle:
             self.idle.pop().abort()
             self.open -= 1
@@ -648,6 +658,9 @@ class _Pool:
 
 class HttpClient:
     """Pooled HTTP/1.1 requests. Create and use it inside one event loop.
+
+    ``ssl_context`` (or a ``ca_bundle`` file for the default context)
+    decides which servers are trusted over ``https``.
 
     ``request`` never raises a foreign exception: network trouble is a
     :class:`~synxfer.TransientError`, a malformed answer a
@@ -663,6 +676,7 @@ class HttpClient:
         read_timeout: float = 60.0,
         idle_timeout: float = 15.0,
         ssl_context: ssl.SSLContext | None = None,
+        ca_bundle: str | None = None,
         write_chunk: int = 256 * 1024,
     ) -> None:
         if max_connections < 1:
@@ -673,6 +687,7 @@ class HttpClient:
         self.idle_timeout = idle_timeout
         self.write_chunk = write_chunk
         self._ssl = ssl_context
+        self._ca_bundle = ca_bundle
         self._pools: dict[tuple[str, str, int], _Pool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -688,8 +703,13 @@ class HttpClient:
         return loop
 
     def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context: the one given, else the system's trust store (or
+        ``ca_bundle``), made on first use."""
         if self._ssl is None:
-            self._ssl = ssl.create_default_context()
+            try:
+                self._ssl = ssl.create_default_context(cafile=self._ca_bundle)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"cannot load the CA bundle {self._ca_bundle!r}: {exc}") from exc
         return self._ssl
 
     async def aclose(self) -> None:

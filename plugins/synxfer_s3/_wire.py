@@ -26,7 +26,9 @@ import asyncio
 import base64
 import hashlib
 import ipaddress
+import os
 import re
+import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 from urllib.parse import quote, urlsplit
@@ -110,7 +112,9 @@ class S3Wire:
     regional endpoint. ``credentials`` is asked for credentials before each
     request (cheap; it refreshes when botocore says so). ``label`` is the
     URL scheme used in error messages (``s3``, ``scp``...). ``clock`` (a
-    ``time.time``-like function) is for tests of clock skew.
+    ``time.time``-like function) is for tests of clock skew. Over ``https``
+    the server must be trusted by ``ssl_context``, else by the system's
+    store or ``ca_bundle`` (default: ``AWS_CA_BUNDLE``, as botocore does).
     """
 
     def __init__(
@@ -126,6 +130,8 @@ class S3Wire:
         read_timeout: float = 60.0,
         label: str = "s3",
         clock: Callable[[], float] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
         if addressing not in ("auto", "path", "virtual"):
             raise ConfigError(f"addressing must be auto, path or virtual (got {addressing!r})")
@@ -157,6 +163,8 @@ class S3Wire:
             max_connections=max_connections,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
+            ssl_context=ssl_context,
+            ca_bundle=ca_bundle or os.environ.get("AWS_CA_BUNDLE") or None,
         )
         self._addresses: dict[str, _Address] = {}
 
