@@ -890,6 +890,95 @@ async def test_https_round_trip_receives_into_the_sink(tls_files: tuple[Path, Pa
         server.close()
 
 
+async def test_wire_maps_answers_no_test_server_gives() -> None:
+    """Errors inside a 200, throttling, HTML 5xx pages and redirects, from a raw server."""
+    answers = {
+        "/b/complete": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s",
+        "/b/copy": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s",
+        "/b/slow": b"HTTP/1.1 503 Slow Down\r\nContent-Length: %d\r\n\r\n%s",
+        "/b/html": b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: %d\r\n\r\n%s",
+        "/b/moved": b"HTTP/1.1 301 Moved\r\nx-amz-bucket-region: eu-west-1\r\n"
+        b"Content-Length: %d\r\n\r\n%s",
+    }
+    bodies = {
+        "/b/complete": b'<?xml version="1.0"?>\n\n   <Error><Code>InternalError</Code>'
+        b"<Message>We encountered an internal error.</Message></Error>",
+        "/b/copy": b"<Error><Code>SlowDown</Code><Message>Reduce your rate.</Message></Error>",
+        "/b/slow": b"<Error><Code>SlowDown</Code><Message>Please reduce.</Message></Error>",
+        "/b/html": b"<html><body>bad gateway</body></html>",
+        "/b/moved": b"<Error><Code>PermanentRedirect</Code><Message>Use the right endpoint."
+        b"</Message><Region>eu-west-1</Region></Error>",
+    }
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            line, _ = await read_request(reader)
+            path = line.split(" ")[1].split("?")[0]
+            body = bodies[path]
+            writer.write(answers[path] % (len(body), body))
+            await writer.drain()
+
+    async with raw_server(handler) as srv:
+        wire = S3Wire(
+            region="us-east-1",
+            credentials=StaticCredentials(Credentials("a", "b")),
+            endpoint_url=f"http://127.0.0.1:{srv['port']}",
+        )
+        with pytest.raises(TransientError, match="in a 200 answer") as in_ok:
+            await wire.complete_multipart_upload("b", "complete", "u", [(1, "e")])
+        assert s3_code(in_ok.value) == "InternalError"
+        with pytest.raises(TransientError) as copy:
+            await wire.copy_object("b", "copy", "b", "src")
+        assert s3_code(copy.value) == "SlowDown"
+        with pytest.raises(TransientError, match="SlowDown") as slow:
+            await wire.get_object("b", "slow")
+        assert slow.value.status == 503
+        with pytest.raises(TransientError, match="HTTP 502"):
+            await wire.get_object("b", "html")
+        with pytest.raises(BackendError, match="region 'eu-west-1'") as moved:
+            await wire.head_object("b", "moved")
+        assert not isinstance(moved.value, TransientError)
+        await wire.aclose()
+
+
+async def test_botocore_credentials_are_refreshed_when_due() -> None:
+    from botocore.credentials import RefreshableCredentials
+
+    calls = 0
+
+    def refresh() -> dict[str, str]:
+        nonlocal calls
+        calls += 1
+        expiry = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+        return {
+            "access_key": f"AKIA{calls}",
+            "secret_key": f"secret-{calls}",
+            "token": f"token-{calls}",
+            "expiry_time": expiry.isoformat(),
+        }
+
+    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=5)
+    boto_creds = RefreshableCredentials.create_from_metadata(
+        metadata={
+            "access_key": "AKIA0",
+            "secret_key": "secret-0",
+            "token": "token-0",
+            "expiry_time": soon.isoformat(),
+        },
+        refresh_using=refresh,
+        method="test",
+    )
+    from synxfer_s3._credentials import BotocoreCredentials
+
+    source = BotocoreCredentials(boto_creds)
+    # Five minutes left is inside botocore's refresh window: refreshed once, in a thread.
+    got = await asyncio.gather(*(source.get() for _ in range(5)))
+    assert {c.access_key for c in got} == {"AKIA1"}
+    assert calls == 1
+    assert (await source.get()).secret_key == "secret-1"  # fresh for an hour: no refresh
+    assert calls == 1
+
+
 # -- S3Wire against moto ---------------------------------------------------------------------
 
 
