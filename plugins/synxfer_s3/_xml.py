@@ -153,6 +153,13 @@ def _expect(root: ET.Element, ns: str, name: str) -> None:
         raise XmlError(f"expected <{name}> but got an <Error>")
 
 
+def _url_decode(text: str) -> str:
+    """``encoding-type=url`` decoding (``+`` is a space), skipped when there is nothing to do."""
+    if "%" in text:
+        return unquote_plus(text)
+    return text.replace("+", " ") if "+" in text else text
+
+
 def _int(text: str | None, default: int = 0) -> int:
     if not text:
         return default
@@ -267,7 +274,7 @@ def parse_list_objects_v2(data: Data) -> ObjectList:
     root, ns = _root(data)
     _expect(root, ns, "ListBucketResult")
     encoded = (_text(root, ns + "EncodingType") or "").lower() == "url"
-    decode = unquote_plus if encoded else None
+    decode = _url_decode if encoded else None
     t_contents, t_prefixes = ns + "Contents", ns + "CommonPrefixes"
     t_key, t_size, t_mtime, t_etag = ns + "Key", ns + "Size", ns + "LastModified", ns + "ETag"
     t_class, t_alg, t_prefix = ns + "StorageClass", ns + "ChecksumAlgorithm", ns + "Prefix"
@@ -408,7 +415,7 @@ def parse_list_uploads(data: Data) -> UploadList:
     encoded = (_text(root, ns + "EncodingType") or "").lower() == "url"
 
     def key_of(text: str | None) -> str:
-        return unquote_plus(text or "") if encoded else (text or "")
+        return _url_decode(text or "") if encoded else (text or "")
 
     uploads = [
         ListedUpload(
