@@ -46,6 +46,7 @@ from synxfer_gcs import _crc32c as crc32c
 from synxfer_gcs._errors import classify, error_for_status, map_error
 from synxfer_servers.gcs import Fault, GcsEmulator, GcsFront, create_bucket, wipe
 
+from ._fanout import CountingLimiter
 from .conftest import tree
 
 
@@ -101,7 +102,6 @@ async def _backend(
 ) -> AsyncIterator[GcsBackend]:
     options = BackendOptions(endpoint_url=endpoint, max_connections=4, extra=extra)
     async with GcsBackend(bucket or _bucket(endpoint), options) as backend:
-        backend.resume_backoff = 0.01
         yield backend
 
 
@@ -328,6 +328,49 @@ async def test_composite_upload_in_two_levels(gcs: GcsFront) -> None:
             await b.list_parts(upload)
 
 
+@pytest.mark.parametrize("limit", [1, 3])
+async def test_fan_out_calls_take_one_request_slot_per_request(gcs: GcsFront, limit: int) -> None:
+    """complete_multipart, abort_multipart and delete_many send several requests at
+    once, so the scheduler holds no slot around them: every request they send takes
+    one of ``options.requests``, never more than the limit at once."""
+    limiter = CountingLimiter(limit)
+    options = BackendOptions(endpoint_url=gcs.endpoint_url, max_connections=4, requests=limiter)
+    async with GcsBackend(_bucket(gcs.endpoint_url), options) as b:
+        assert b.capabilities.fan_out == {"complete_multipart", "abort_multipart", "delete_many"}
+        data, upload, parts = await _upload_parts(b, "fan/obj", [1024] * 33 + [77])
+        assert limiter.taken == 0, "one request per call: the scheduler's slot covers it"
+
+        gcs.clear()
+        await asyncio.wait_for(b.complete_multipart(upload, parts), 60)
+        # 3 composes, 1 listing of the upload's prefix, 37 deletes (34 components,
+        # the manifest, 2 intermediate composites).
+        assert len(gcs.matching("POST", r"/compose(\?|$)")) == 3
+        assert len(gcs.matching("DELETE", "")) == 37
+        assert limiter.taken == len(gcs.requests) == 41
+        assert limiter.peak == limit, "the deletes ran side by side, up to the limit"
+        assert (await b.read("fan/obj")).data == data
+
+        # Another instance completes from the manifest: reading it takes a slot too.
+        _, upload, parts = await _upload_parts(b, "fan/two", [100, 100])
+        async with GcsBackend(b.bucket, options) as other:
+            gcs.clear()
+            limiter.taken = 0
+            await other.complete_multipart(upload, parts)
+            assert limiter.taken == len(gcs.requests)
+
+        _, upload, _ = await _upload_parts(b, "fan/gone", [100, 100, 100])
+        gcs.clear()
+        limiter.taken = 0
+        await b.abort_multipart(upload)
+        assert limiter.taken == len(gcs.requests) == 5  # a listing, 4 deletes
+
+        gcs.clear()
+        limiter.taken = 0
+        assert await b.delete_many(["fan/obj", "fan/two", "fan/none"]) == {}
+        assert limiter.taken == len(gcs.requests) == 3
+    assert limiter.held == 0
+
+
 async def test_composite_permanent_failure_cleans_up(gcs: GcsFront) -> None:
     async with _backend(gcs.endpoint_url) as b:
         _, upload, parts = await _upload_parts(b, "fail/obj", [2048, 2048, 10])
@@ -489,83 +532,6 @@ async def test_put_without_checksum_computes_one(gcs: GcsFront) -> None:
         data[:] = bytes(len(data))
         assert info.checksums["crc32c"] == _crc(b"no checksum given")
         assert (await b.read("nock")).data == b"no checksum given"
-
-
-# -- resumable uploads -------------------------------------------------------------
-
-
-async def _pieces(data: bytes, sizes: list[int]) -> AsyncIterator[bytes]:
-    buf = bytearray()  # reused between pieces, as a caller may do
-    offset, i = 0, 0
-    while offset < len(data):
-        size = sizes[i % len(sizes)]
-        buf[:] = data[offset : offset + size]
-        yield buf  # type: ignore[misc]
-        offset += size
-        i += 1
-
-
-async def test_resumable_put_resumes_after_interruptions(gcs: GcsFront) -> None:
-    """Chunk 2's response is lost (the server has it: not sent again); chunk 3's
-    request is lost (sent again). The first chunk is never interrupted: the
-    emulator answers a status query on an empty session with one byte committed."""
-    chunk = 256 * KiB
-    data = _payload(4 * chunk + 123, seed=9)
-    async with _backend(gcs.endpoint_url) as b:
-        gcs.faults.append(Fault("PUT", r"upload_id=", "drop-response", skip=1))
-        gcs.faults.append(Fault("PUT", r"upload_id=", "drop-request", skip=3))
-        info = await b.resumable_put(
-            "res/obj",
-            _pieces(data, [100_000, 7, 300_000]),
-            WriteOptions({"mtime": "3.0"}, "application/x-stream"),
-            chunk_size=chunk,
-        )
-        assert (info.size, info.checksums["crc32c"]) == (len(data), _crc(data))
-        assert (await b.read("res/obj")).data == data
-        stat = await b.stat("res/obj")
-        assert (dict(stat.metadata), stat.content_type) == (
-            {"mtime": "3.0"},
-            "application/x-stream",
-        )
-        ranges = [r.headers.get("content-range") for r in gcs.matching("PUT", "upload_id=")]
-        assert ranges.count(f"bytes {chunk}-{2 * chunk - 1}/*") == 1, "committed: not resent"
-        assert ranges.count(f"bytes {2 * chunk}-{3 * chunk - 1}/*") == 2, "lost: resent"
-        assert ranges.count("bytes */*") == 2, "one status query per interruption"
-        assert ranges[-1] == f"bytes {4 * chunk}-{len(data) - 1}/{len(data)}"
-        final = gcs.matching("PUT", "upload_id=")[-1]
-        assert final.headers["x-goog-hash"] == f"crc32c={_crc(data)}"
-        for r in gcs.matching("PUT", "upload_id="):
-            size = r.body_size
-            assert size % chunk == 0 or r is final, "chunks are multiples of 256 KiB"
-
-
-async def test_resumable_put_gives_up_and_cancels(gcs: GcsFront) -> None:
-    async with _backend(gcs.endpoint_url) as b:
-        gcs.faults.append(Fault("PUT", r"upload_id=", "drop-request", times=1000, skip=1))
-        with pytest.raises(TransientError):
-            await b.resumable_put(
-                "res/never",
-                _pieces(_payload(3 * 256 * KiB), [256 * KiB]),
-                WriteOptions(),
-                chunk_size=256 * KiB,
-                max_interruptions=2,
-            )
-        assert len(gcs.matching("DELETE", "upload_id=")) == 1, "the session is cancelled"
-        with pytest.raises(NotFound):
-            await b.stat("res/never")
-
-
-async def test_resumable_put_small_and_empty(emulator: GcsEmulator) -> None:
-    async with _backend(emulator.endpoint_url) as b:
-        empty = await b.resumable_put("res/empty", _pieces(b"", [1]), WriteOptions())
-        assert (empty.size, empty.checksums["crc32c"]) == (0, _crc(b""))
-        small = await b.resumable_put("res/small", _pieces(b"abc", [1]), WriteOptions(), 3)
-        assert (await b.read("res/small")).data == b"abc"
-        assert small.size == 3
-        with pytest.raises(BackendError, match="announced"):
-            await b.resumable_put("res/short", _pieces(b"abc", [2]), WriteOptions(), 4)
-        with pytest.raises(ValueError, match="256 KiB"):
-            await b.resumable_put("res/bad", _pieces(b"abc", [2]), WriteOptions(), chunk_size=1000)
 
 
 # -- credentials ---------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import io
 import logging
@@ -51,6 +50,8 @@ from synxfer import (
 from synxfer_s3 import S3Backend, map_error
 from synxfer_s3._errors import classify
 from synxfer_scp import DEFAULT_REGION, ScpBackend
+
+from ._fanout import CountingLimiter
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -411,25 +412,6 @@ async def test_copy_large_uses_multipart(backend: S3Backend) -> None:
     got = await backend.read("big-copy")
     assert got.data == data
     assert got.info.metadata == {"mtime": "9"}
-
-
-class CountingLimiter:
-    """A RequestLimiter of ``limit`` slots that counts the slots taken and held at once."""
-
-    def __init__(self, limit: int) -> None:
-        self._slots = asyncio.Semaphore(limit)
-        self.held = self.peak = self.taken = 0
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        async with self._slots:
-            self.held += 1
-            self.taken += 1
-            self.peak = max(self.peak, self.held)
-            try:
-                yield
-            finally:
-                self.held -= 1
 
 
 @pytest.mark.parametrize("limit", [1, 2])

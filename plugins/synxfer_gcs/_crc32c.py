@@ -3,7 +3,7 @@
 GCS reports an object's CRC32C as the base64 of its four big-endian bytes
 (``crc32c`` in the object resource, ``x-goog-hash: crc32c=...``). Hashing
 data is :mod:`google_crc32c`'s job and always happens in a worker thread
-(:func:`crc32c_of`); this module adds :func:`combine`, which computes the
+(:func:`extend`, called off the event loop); this module adds :func:`combine`, which computes the
 CRC of ``a + b`` from ``crc(a)``, ``crc(b)`` and ``len(b)`` without reading
 any data (zlib's ``crc32_combine`` method, over CRC32C's polynomial). A
 composite upload uses it to know, before composing, the CRC32C the
@@ -13,7 +13,6 @@ CRCs it verified part by part.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import functools
@@ -21,7 +20,7 @@ from collections.abc import Iterable
 
 import google_crc32c
 
-__all__ = ["combine", "combine_all", "crc32c_of", "decode", "encode", "extend"]
+__all__ = ["combine", "combine_all", "decode", "encode", "extend"]
 
 #: CRC32C's polynomial, bit-reversed (Castagnoli).
 _POLY = 0x82F63B78
@@ -50,11 +49,6 @@ def extend(crc: int, data: bytes | bytearray | memoryview) -> int:
     a memoryview), so anything else is copied first.
     """
     return int(google_crc32c.extend(crc, data if isinstance(data, bytes) else bytes(data)))
-
-
-async def crc32c_of(data: bytes | bytearray) -> str:
-    """GCS's base64 CRC32C of ``data``, computed in a worker thread."""
-    return encode(await asyncio.to_thread(extend, 0, data))
 
 
 def _multmodp(a: int, b: int) -> int:

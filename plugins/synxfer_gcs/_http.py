@@ -1,0 +1,279 @@
+"""The GCS backend's HTTP side: endpoint, credentials, one pooled client, mapped errors.
+
+* **One ``httpx.AsyncClient`` per backend**, created by :meth:`GcsHttp.open`
+  with a pool of ``options.max_connections`` connections and the options'
+  timeouts.
+* **Endpoint and credentials** (:func:`resolve_endpoint`):
+  ``options.endpoint_url``, else ``$STORAGE_EMULATOR_HOST`` (then
+  anonymous, as Google's client libraries do), else
+  ``https://storage.googleapis.com`` with Application Default Credentials.
+  An ``endpoint_url`` on a loopback address is taken for an emulator and
+  used anonymously too; ``options.extra["anonymous"]`` overrides that guess.
+  A token the server refuses (401) is refreshed once (see
+  :mod:`synxfer_gcs._auth`).
+* **Errors are mapped here** (:mod:`synxfer_gcs._errors`): no httpx or
+  google-auth exception escapes. A bodyless 404 (emulators) is told apart
+  from a missing bucket by one bucket GET, whose answer is cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterable, Callable, Mapping
+from ipaddress import ip_address
+from typing import Any, NoReturn
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from synxfer.backend import (
+    BackendOptions,
+    BucketNotFound,
+    ConfigError,
+    NotFound,
+    TransientError,
+    option_bool,
+)
+
+from ._auth import GoogleAuth
+from ._errors import FOREIGN_ERRORS, error_details, error_for_status, map_error
+from ._wire import parse_json
+
+__all__ = ["DEFAULT_ENDPOINT", "GcsHttp", "resolve_endpoint"]
+
+DEFAULT_ENDPOINT = "https://storage.googleapis.com"
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+
+def resolve_endpoint(options: BackendOptions) -> tuple[str, bool]:
+    """``(base URL, anonymous)`` for these options and the environment.
+
+    ``options.endpoint_url`` wins, then ``$STORAGE_EMULATOR_HOST`` (anonymous,
+    like Google's client libraries), then :data:`DEFAULT_ENDPOINT` with
+    credentials. An explicit endpoint on a loopback address is assumed to be
+    an emulator (anonymous); ``options.extra["anonymous"]`` overrides.
+    """
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    if options.endpoint_url:
+        raw, source = options.endpoint_url, "--endpoint-url"
+    elif emulator:
+        raw, source = emulator, "STORAGE_EMULATOR_HOST"
+        if "://" not in raw:
+            raw = f"http://{raw}"
+    else:
+        raw, source = DEFAULT_ENDPOINT, "the default"
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"invalid GCS endpoint {raw!r} (from {source}): expected http(s)://host[:port]"
+        )
+    path = parts.path.rstrip("/")
+    if path.endswith("/storage/v1"):
+        path = path[: -len("/storage/v1")]
+    base = f"{parts.scheme}://{parts.netloc}{path}"
+    guess = _is_loopback(parts.hostname) if options.endpoint_url else bool(emulator)
+    return base, option_bool(options.extra, "anonymous", guess, scheme="gs")
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class GcsHttp:
+    """Requests to one bucket's JSON API, with credentials and mapped errors.
+
+    ``url(key)`` names an object in messages (``gs://bucket/key``).
+    """
+
+    def __init__(self, bucket: str, options: BackendOptions, url: Callable[[str], str]) -> None:
+        self.bucket = bucket
+        self.options = options
+        self.url = url
+        self.endpoint_url, self.anonymous = resolve_endpoint(options)
+        self.credentials_file = options.extra.get("credentials_file") or None
+        self._client: httpx.AsyncClient | None = None
+        self._auth: GoogleAuth | None = None
+        self._bucket_exists = False
+        self._b = quote(bucket, safe="")
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        if not self.anonymous:
+            try:
+                self._auth = await GoogleAuth.load(self.credentials_file, self.options.read_timeout)
+            except FOREIGN_ERRORS as exc:
+                raise map_error(exc, url=self.url("")) from exc
+        n = max(1, self.options.max_connections)
+        self._client = httpx.AsyncClient(
+            base_url=self.endpoint_url,
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            timeout=httpx.Timeout(
+                connect=self.options.connect_timeout,
+                read=self.options.read_timeout,
+                write=self.options.read_timeout,
+                # The scheduler bounds requests; a wait for a pooled
+                # connection is not a failure.
+                pool=None,
+            ),
+            headers={"User-Agent": "synxfer-gcs"},
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        auth, self._auth = self._auth, None
+        if client is not None:
+            with contextlib.suppress(*FOREIGN_ERRORS):
+                await client.aclose()
+        if auth is not None:
+            await asyncio.to_thread(auth.close)
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError(
+                f"<GcsBackend {self.url('')}> is not open: use 'async with' or await open() first"
+            )
+        return self._client
+
+    # -- paths ---------------------------------------------------------------
+
+    def object_path(self, key: str) -> str:
+        return f"/storage/v1/b/{self._b}/o/{quote(key, safe='')}"
+
+    @property
+    def objects_path(self) -> str:
+        return f"/storage/v1/b/{self._b}/o"
+
+    @property
+    def upload_path(self) -> str:
+        return f"/upload/storage/v1/b/{self._b}/o"
+
+    @property
+    def bucket_path(self) -> str:
+        return f"/storage/v1/b/{self._b}"
+
+    # -- requests ------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        key: str = "",
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        json_body: Any = None,
+        stream: bool = False,
+    ) -> httpx.Response:
+        """One request; transport and credential errors mapped; any status returned."""
+        client = self.client
+        hdrs = dict(headers or {})
+        token_id: int | None = None
+        try:
+            if self._auth is not None:
+                auth_headers, token_id = await self._auth.headers()
+                hdrs.update(auth_headers)
+            request = client.build_request(
+                method, url, params=params, headers=hdrs, content=content, json=json_body
+            )
+            response = await client.send(request, stream=stream)
+        except FOREIGN_ERRORS as exc:
+            raise map_error(exc, url=self.url(key)) from exc
+        auth = self._auth
+        if auth is None or token_id is None:
+            return response
+        if response.status_code != 401:
+            auth.accepted(token_id)
+        elif auth.rejected(token_id):
+            # A refused token is refreshed once (and the call retried by the
+            # RetryLayer); a fresh token refused means the credentials are bad.
+            await response.aclose()
+            raise TransientError(
+                "the server rejected the access token (HTTP 401); it is refreshed "
+                "before the next attempt",
+                url=self.url(key),
+                status=401,
+            )
+        return response
+
+    async def call(
+        self,
+        method: str,
+        url: str,
+        *,
+        key: str = "",
+        what: str,
+        ok: tuple[int, ...] = (200,),
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        json_body: Any = None,
+    ) -> httpx.Response:
+        """A request whose status must be in ``ok``; anything else raises."""
+        response = await self.request(
+            method,
+            url,
+            key=key,
+            params=params,
+            headers=headers,
+            content=content,
+            json_body=json_body,
+        )
+        if response.status_code not in ok:
+            await self.fail(response, key=key, what=what)
+        return response
+
+    async def fail(self, response: httpx.Response, *, key: str, what: str) -> NoReturn:
+        """Raise the synxfer error for a failed response."""
+        try:
+            body = await response.aread()
+        except FOREIGN_ERRORS:
+            body = b""
+        finally:
+            await response.aclose()
+        exc = error_for_status(
+            response.status_code, body, url=self.url(key), bucket=self.bucket, what=what
+        )
+        if type(exc) is NotFound and not error_details(body)[1]:
+            # A bodyless 404 (emulators): is it the bucket that is missing?
+            await self.raise_if_no_bucket(key)
+        raise exc
+
+    async def raise_if_no_bucket(self, key: str) -> None:
+        """Raise BucketNotFound if the bucket is missing (asked once, then cached)."""
+        if self._bucket_exists:
+            return
+        response = await self.request("GET", self.bucket_path, key=key, params={"fields": "name"})
+        if response.status_code == 404:
+            raise BucketNotFound(
+                f"bucket {self.bucket!r} does not exist", url=self.url(key), status=404
+            )
+        if response.status_code == 200:
+            self._bucket_exists = True
+
+    async def bucket_exists(self) -> bool:
+        """Whether the bucket exists (a 403 raises PermissionDenied)."""
+        response = await self.request("GET", self.bucket_path, params={"fields": "name"})
+        if response.status_code == 404:
+            await response.aclose()
+            return False
+        if response.status_code != 200:
+            await self.fail(response, key="", what="get bucket")
+        self._bucket_exists = True
+        return True
+
+    def json(self, response: httpx.Response, key: str) -> dict[str, Any]:
+        """The JSON object of a response (read with ``call``, not streamed)."""
+        return parse_json(response, self.url(key))
