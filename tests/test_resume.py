@@ -23,7 +23,8 @@ import pytest
 
 import synxfer
 from synxfer import EventKind
-from synxfer.engine.journal import Journal
+from synxfer.engine.journal import Journal, ResumeJournal
+from synxfer.layers import Layer
 from synxfer_servers.s3 import counting_moto_server
 
 from .conftest import PART, SMALL, CountingLayer, tree
@@ -34,11 +35,21 @@ def _config(state: Path, **kw: Any) -> synxfer.TransferConfig:
 
 
 async def _interrupt_after(
-    op: Callable[[synxfer.Client], Any], client: synxfer.Client, events: list[synxfer.Event], n: int
+    op: Callable[[synxfer.Client], Any],
+    client: synxfer.Client,
+    events: list[synxfer.Event],
+    n: int,
+    *,
+    of: str | None = None,
 ) -> None:
-    """Run ``op`` and cancel it once ``n`` PROGRESS events have arrived."""
+    """Run ``op`` and cancel it once ``n`` PROGRESS events (of the file whose
+    source ends with ``of``, if given) have arrived."""
     task = asyncio.ensure_future(op(client))
-    while sum(e.kind is EventKind.PROGRESS for e in events) < n:
+
+    def counted(e: synxfer.Event) -> bool:
+        return e.kind is EventKind.PROGRESS and (of is None or e.src.endswith(of))
+
+    while sum(map(counted, events)) < n:
         assert not task.done(), "finished before it could be interrupted"
         await asyncio.sleep(0.005)
     task.cancel()
@@ -118,11 +129,84 @@ async def test_abandoned_upload_is_aborted_on_next_sync(
     config = _config(tmp_path / "state", max_threads=1)
     events: list[synxfer.Event] = []
     async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=events.append) as c:
-        await _interrupt_after(lambda cl: cl.sync_to(src, url), c, events, 1)
+        # A part of big.bin reported means its upload was journaled (parts
+        # are journaled before they are reported): the interruption keeps it.
+        await _interrupt_after(lambda cl: cl.sync_to(src, url), c, events, 1, of="big.bin")
+    assert len(_uploads_in_progress(s3_endpoint, bucket)) == 1
     (src / "big.bin").unlink()  # the user gave up on that file
     async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
         assert (await c.sync_to(src, url)).ok
     assert _uploads_in_progress(s3_endpoint, bucket) == []
+
+
+class _CancelAfterCreate(Layer):
+    """Cancels ``target`` the moment CreateMultipartUpload's reply has arrived,
+    before the engine could journal the upload (as a Ctrl-C landing then would)."""
+
+    def __init__(self, inner: synxfer.Backend, target: list[asyncio.Task[Any]]) -> None:
+        super().__init__(inner)
+        self.target = target
+        self.created: list[str] = []
+
+    async def create_multipart(
+        self, key: str, options: synxfer.WriteOptions
+    ) -> synxfer.MultipartUpload:
+        upload = await self.inner.create_multipart(key, options)
+        self.created.append(upload.upload_id)
+        for task in self.target:
+            task.cancel()
+        return upload
+
+
+@pytest.mark.parametrize("where", ["after-create", "journal-await"])
+async def test_cancel_between_create_and_journal_leaks_no_upload(
+    where: str,
+    bucket: str,
+    make_tree: Callable[..., Path],
+    s3_endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 11: a sync cancelled after CreateMultipartUpload returned but before
+    the upload is journaled must not leave that upload on the server.
+
+    ``after-create``: the run is cancelled the instant the create's reply
+    arrives. ``journal-await``: the cancellation lands exactly at the await of
+    the journal write (held there by a gate that never opens), so no row can
+    have been written: without a fix, the upload is lost for ever.
+    """
+    src = make_tree({"big.bin": 2 * PART})
+    url = f"s3://{bucket}/p"
+    state = tmp_path / "state"
+    config = _config(state, max_threads=1)
+    target: list[asyncio.Task[Any]] = []
+    layers: list[_CancelAfterCreate] = []
+    gate_reached = asyncio.Event()
+    if where == "journal-await":
+        real_start = ResumeJournal.upload_start
+
+        async def gated_start(self: ResumeJournal, *args: Any) -> None:
+            gate_reached.set()
+            await asyncio.Event().wait()  # never opens: the cancellation lands here
+            await real_start(self, *args)
+
+        monkeypatch.setattr(ResumeJournal, "upload_start", gated_start)
+
+    def layer(b: synxfer.Backend) -> synxfer.Backend:
+        layers.append(_CancelAfterCreate(b, target if where == "after-create" else []))
+        return layers[-1]
+
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=[layer]) as c:
+        target.append(asyncio.ensure_future(c.sync_to(src, url)))
+        if where == "journal-await":
+            await asyncio.wait_for(gate_reached.wait(), 30)
+            target[0].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(target[0], 90)
+    assert [len(x.created) for x in layers] == [1]  # the upload was created
+    assert _uploads_in_progress(s3_endpoint, bucket) == []
+    # Nor is a row left pointing at an upload that no longer exists.
+    assert Journal(state).upload_get(f"s3://{bucket}/p/big.bin") is None
 
 
 async def test_without_journal_an_interrupted_upload_is_aborted(

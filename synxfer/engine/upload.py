@@ -10,6 +10,7 @@ same worker-thread call that read it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -82,7 +83,7 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
         if upload is None:
             # Orphans of a retried create are the retry layer's business.
             upload = await backend.create_multipart(key, WriteOptions(metadata))
-            await engine.journal.upload_start(dest, str(path), before, upload.upload_id, part_size)
+            await _journal_new_upload(engine, backend, upload, path, before, part_size)
         try:
             sent = await _send_parts(engine, f, backend, upload, size, part_size, done)
             await check_unchanged()
@@ -101,6 +102,32 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
         return sent
     finally:
         await f.close()
+
+
+async def _journal_new_upload(
+    engine: Engine,
+    backend: Backend,
+    upload: MultipartUpload,
+    path: Path,
+    ident: tuple[int, int, int, int],
+    part_size: int,
+) -> None:
+    """Journal an upload just created, or abort it if that is interrupted.
+
+    Until its journal row is known to be written, the upload is known to
+    nothing but this call: a cancellation (or any error) here would leak it
+    for ever. Whether the journal's thread wrote the row or not, the upload
+    is then aborted (shielded, bounded in time) and the row removed.
+    """
+    dest = backend.url(upload.key)
+    try:
+        await engine.journal.upload_start(dest, str(path), ident, upload.upload_id, part_size)
+    except BaseException:
+        await abort_upload(backend, upload)
+        with contextlib.suppress(Exception):
+            # Queued on the journal's one thread, after the write it undoes.
+            await asyncio.shield(engine.journal.upload_done(dest))
+        raise
 
 
 def _number(part: CompletedPart) -> int:
