@@ -39,6 +39,8 @@ from synxfer_blockstore.server import ServerConfig, main, serve
 from synxfer_servers.blockd import BlockdProcess, write_cluster_file
 from synxfer_servers.delayproxy import DelayProxy
 
+from ._fanout import CountingLimiter
+
 TOKEN = "unit-test-token-never-printed"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 KiB = 1024
@@ -558,6 +560,44 @@ async def test_corrupt_replica_is_detected_and_skipped(tmp_path: Path) -> None:
             assert (await b.read("k")).data == data
 
 
+@pytest.mark.parametrize("limit", [1, 2])
+async def test_every_block_store_request_takes_a_request_slot(tmp_path: Path, limit: int) -> None:
+    """Block-store calls fan out (a block to each replica, a manifest to every site,
+    the blocks of a read), so the scheduler holds no slot around them: each request
+    takes one of ``options.requests``, never more than the limit at once. The
+    backend's own RTT probes take none."""
+    data = os.urandom(4 * 64 * KiB)  # 4 blocks
+    async with sites(tmp_path / "d", ["A", "B", "C"]) as urls:
+        path = cluster(tmp_path, urls, "A", block_size="64KiB", policy="tworandom", hedge="false")
+        limiter = CountingLimiter(limit)
+        options = BackendOptions(max_connections=8, extra={"cluster": path}, requests=limiter)
+        async with BlockStoreBackend("ns", options) as b:
+            assert b.capabilities.fan_out == {
+                "stat",
+                "list_page",
+                "read",
+                "read_into",
+                "put",
+                "delete",
+                "delete_many",
+                "copy",
+                "upload_part",
+                "complete_multipart",
+            }
+            await b.monitor.probe_all()
+            assert limiter.taken == 0, "RTT probes take no request slot"
+            await asyncio.wait_for(b.put("k", data, WriteOptions()), 30)
+            assert limiter.taken == 4 * 2 + 3, "4 blocks x 2 replicas, the manifest x 3 sites"
+            assert limiter.peak == limit, "the replica writes ran side by side, up to the limit"
+            limiter.taken = 0
+            assert (await asyncio.wait_for(b.read("k"), 30)).data == data
+            assert limiter.taken == 1 + 4, "the manifest, then each block from one replica"
+            limiter.taken = 0
+            await b.copy("k", "k2", WriteOptions())
+            assert limiter.taken == 1 + 3
+        assert limiter.held == 0
+
+
 async def test_client_round_trip_through_the_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -581,12 +621,16 @@ async def test_client_round_trip_through_the_engine(
                 policy="localclosest",
             )
         monkeypatch.setenv(CLUSTER_ENV, str(cdir))
-        config = synxfer.TransferConfig(max_threads=4, part_size=128 * KiB)
+        # One request at a time: the LimitLayer holds no slot around the calls the
+        # backend fans out, so they cannot wait for a slot their own call holds.
+        config = synxfer.TransferConfig(max_threads=1, part_size=128 * KiB)
         async with synxfer.Client(config) as client:
-            up = await client.sync_to(src, "blocks://atA/dir/")
+            up = await asyncio.wait_for(client.sync_to(src, "blocks://atA/dir/"), 60)
             assert up.ok
             assert up.files_transferred == 3
-            down = await client.sync_from("blocks://atC/dir/", tmp_path / "out")
+            down = await asyncio.wait_for(
+                client.sync_from("blocks://atC/dir/", tmp_path / "out"), 60
+            )
             assert down.ok
             assert down.files_transferred == 3, "another site sees the same objects"
         for name, body in files.items():

@@ -21,10 +21,14 @@ onto ``synxfer-blockd`` sites:
   worker thread) before use.
 * ``stat`` and ``list_page`` read manifests from the nearest site.
 
-Requests in flight: the engine's limits bound backend *calls*; within calls,
-block requests share one semaphore of ``max_connections`` slots (the
-client's ``max_threads``) for the whole backend. A hedge takes a free slot
-or is not sent.
+Requests in flight: nearly every call sends several requests at once (a
+block to each replica, a manifest to every site, blocks of a read, hedges),
+so every primitive that sends requests is in ``capabilities.fan_out``: the
+scheduler holds no slot around the call, and each request takes one slot of
+``options.requests`` (the client's request limit). Within the backend, block
+transfers also share one semaphore of ``max_connections`` slots; a hedge
+takes a free one or is not sent. RTT probes are the backend's own and take
+no request slot.
 
 Multipart uploads in progress live in this backend instance (their blocks
 are already on the sites); aborting one forgets it, and the blocks, which no
@@ -38,37 +42,41 @@ import bisect
 import contextlib
 import hashlib
 import json
-import math
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
 import aiohttp
 
-from synxfer import (
+from synxfer.backend import (
+    Backend,
     BackendError,
-    ConfigError,
-    IntegrityError,
-    NotFound,
-    PermissionDenied,
-    PreconditionFailed,
-    TransientError,
-)
-from synxfer._models import (
+    BackendOptions,
+    Capabilities,
+    Checksum,
     CompletedPart,
+    IntegrityError,
     ListPage,
     MultipartUpload,
+    NotFound,
     ObjectInfo,
+    Payload,
+    PermissionDenied,
+    PreconditionFailed,
     ReadResult,
+    TransientError,
     WriteOptions,
+    bounded_map,
+    to_thread_holding,
 )
-from synxfer.backend import Backend, BackendOptions, Capabilities, Checksum, Payload
 
+from ._hedge import Unreachable, race
+from ._settings import client_settings
 from .cluster import Cluster, find_cluster_file, load_cluster
-from .placement import PlacementContext, Policy, get_policy
+from .placement import PlacementContext
 from .protocol import (
     API,
     HEADER_ACTIVE,
@@ -79,39 +87,32 @@ from .protocol import (
     BlockRef,
     Manifest,
     block_id,
-    check_bucket,
     check_key,
     compute_etag,
-    parse_size,
 )
-from .rtt import ReadChoice, SiteMonitor
+from .rtt import SiteMonitor
 
 __all__ = ["BlockStoreBackend"]
 
 T = TypeVar("T")
-X = TypeVar("X")
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-
-
-def _flag(value: object, name: str) -> bool:
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"blocks:// option {name}={value!r}: expected true or false")
-
-
-def _number(value: object, name: str, low: float = 0.0) -> float:
-    try:
-        number = float(str(value))
-    except ValueError:
-        raise ConfigError(f"blocks:// option {name}={value!r}: expected a number") from None
-    if not math.isfinite(number) or number < low:
-        raise ConfigError(f"blocks:// option {name}={value!r}: must be >= {low}")
-    return number
+#: Primitives that send requests: each request takes a slot of options.requests
+#: (``read_into`` and ``delete_many`` too: their defaults call ``read`` and
+#: ``delete``).
+_FAN_OUT = frozenset(
+    {
+        "stat",
+        "list_page",
+        "read",
+        "read_into",
+        "put",
+        "delete",
+        "delete_many",
+        "copy",
+        "upload_part",
+        "complete_multipart",
+    }
+)
 
 
 def _split_and_hash(data: Payload, block_size: int) -> list[tuple[str, bytes]]:
@@ -124,41 +125,6 @@ def _split_and_hash(data: Payload, block_size: int) -> list[tuple[str, bytes]]:
     return out
 
 
-async def _holding_buffer(fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` in a worker thread and wait for it even if cancelled.
-
-    The thread reads the engine's buffer; the engine may refill that buffer
-    as soon as this call returns or is cancelled, so it must not return
-    before the thread is done with it.
-    """
-    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()
-        raise
-
-
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to raise for a failed task group: the first non-cancellation leaf."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    for exc in leaves:
-        if not isinstance(exc, asyncio.CancelledError):
-            return exc
-    return leaves[0] if leaves else group
-
-
 @dataclass
 class _Upload:
     """A multipart upload in progress: its options and the blocks of each part."""
@@ -166,10 +132,6 @@ class _Upload:
     key: str
     options: WriteOptions
     parts: dict[int, tuple[str, list[BlockRef]]] = field(default_factory=dict)
-
-
-class _Unreachable(TransientError):
-    """A site could not be reached at all (connection refused, reset, DNS)."""
 
 
 class BlockStoreBackend(Backend):
@@ -199,43 +161,15 @@ class BlockStoreBackend(Backend):
         self.bucket = bucket
         extra = self.options.extra
         self.cluster: Cluster = load_cluster(find_cluster_file(bucket, extra))
-        settings: dict[str, object] = {**self.cluster.settings, **extra}
-        try:
-            self.namespace = check_bucket(
-                str(extra.get("namespace") or self.cluster.namespace or bucket)
-            )
-            self.block_size = parse_size(cast("str | int", settings.get("block_size", "1MiB")))
-        except ValueError as exc:
-            raise ConfigError(f"blocks://{bucket}: {exc}") from None
-        if not MIN_BLOCK_SIZE <= self.block_size <= MAX_BLOCK_SIZE:
-            raise ConfigError(
-                f"blocks://{bucket}: block_size {self.block_size} is outside "
-                f"{MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE} bytes"
-            )
-        try:
-            self.policy: Policy = get_policy(str(settings.get("policy", "localclosest")))
-        except KeyError as exc:
-            raise ConfigError(f"blocks://{bucket}: {exc.args[0]}") from None
-        choice = str(settings.get("read_choice", "load")).strip().lower()
-        if choice not in ("rtt", "load"):
-            raise ConfigError(f"blocks://{bucket}: read_choice must be 'rtt' or 'load'")
-        self.read_choice: ReadChoice = cast(ReadChoice, choice)
-        self.hedge = _flag(settings.get("hedge", True), "hedge")
-        self.hedge_factor = _number(settings.get("hedge_factor", 2.0), "hedge_factor", 1.0)
-        self.stall_timeout = _number(settings.get("stall_timeout", 10.0), "stall_timeout", 0.01)
-        self.probe_interval = _number(settings.get("probe_interval", 2.0), "probe_interval")
-        self.rtt_window = int(_number(settings.get("rtt_window", 5), "rtt_window", 1))
-        self.warmup_timeout = _number(settings.get("warmup_timeout", 3.0), "warmup_timeout")
-        self.verify = _flag(settings.get("verify", True), "verify")
-        n = len(self.cluster.sites)
-        quorum = settings.get("write_quorum", n // 2 + 1)
-        self.write_quorum = int(_number(quorum, "write_quorum", 1))
-        if self.write_quorum > n:
-            raise ConfigError(f"blocks://{bucket}: write_quorum {self.write_quorum} > {n} sites")
-        excluded = str(settings.get("read_exclude", ""))
-        self.read_exclude = frozenset(s.strip() for s in excluded.split(",") if s.strip())
-        seed = settings.get("seed")
-        self._rng = random.Random(None if seed is None else str(seed))
+        #: What this backend was configured with (see the class docstring).
+        self.settings = cfg = client_settings(bucket, self.cluster, extra)
+        self.namespace, self.block_size, self.policy = cfg.namespace, cfg.block_size, cfg.policy
+        self.read_choice, self.verify = cfg.read_choice, cfg.verify
+        self.hedge, self.hedge_factor = cfg.hedge, cfg.hedge_factor
+        self.stall_timeout, self.warmup_timeout = cfg.stall_timeout, cfg.warmup_timeout
+        self.probe_interval, self.rtt_window = cfg.probe_interval, cfg.rtt_window
+        self.write_quorum, self.read_exclude = cfg.write_quorum, cfg.read_exclude
+        self._rng = random.Random(cfg.seed)
         self.capabilities = Capabilities(
             multipart=True,
             min_part_size=self.block_size,
@@ -248,6 +182,7 @@ class BlockStoreBackend(Backend):
             batch_delete=False,
             part_checksum=None,
             part_size_multiple=self.block_size,  # every part ends on a block boundary
+            fan_out=_FAN_OUT,
         )
         self.sites: tuple[str, ...] = tuple(self.cluster.sites)
         self.local = self.cluster.local
@@ -328,21 +263,29 @@ class BlockStoreBackend(Backend):
         data: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         seconds: float | None = None,
+        slot: bool = True,
     ) -> tuple[int, bytes, Mapping[str, str]]:
-        """One request to ``site``: (status, body, headers). Network errors -> TransientError."""
+        """One request to ``site``: (status, body, headers). Network errors -> TransientError.
+
+        With ``slot`` (every request of a primitive: they are all in ``fan_out``)
+        it holds a slot of ``options.requests``, waited for before the timeout
+        starts.
+        """
         session = self._http()
         target = self.cluster.url(site) + API + path
+        held = self.options.requests.slot() if slot else contextlib.nullcontext()
         try:
-            async with asyncio.timeout(seconds):
-                async with session.request(
-                    method, target, params=params, data=data, headers=headers
-                ) as resp:
-                    body = await resp.read()
-                    return resp.status, body, dict(resp.headers)
+            async with (
+                held,
+                asyncio.timeout(seconds),
+                session.request(method, target, params=params, data=data, headers=headers) as resp,
+            ):
+                body = await resp.read()
+                return resp.status, body, dict(resp.headers)
         except TimeoutError:
             raise TransientError(f"site {site} did not answer in time", url=url) from None
         except (aiohttp.ClientError, OSError) as exc:
-            raise _Unreachable(
+            raise Unreachable(
                 f"site {site} unreachable: {type(exc).__name__}: {exc}", url=url
             ) from None
 
@@ -370,7 +313,12 @@ class BlockStoreBackend(Backend):
 
     async def _ping(self, site: str) -> Mapping[str, Any]:
         status, body, _ = await self._request(
-            site, "GET", "/ping", url=self.cluster.url(site), seconds=self.monitor.probe_timeout
+            site,
+            "GET",
+            "/ping",
+            url=self.cluster.url(site),
+            seconds=self.monitor.probe_timeout,
+            slot=False,  # the backend's own probes, not a caller's requests
         )
         if status != 200:
             self._fail(site, status, body, self.cluster.url(site), "ping")
@@ -493,31 +441,6 @@ class BlockStoreBackend(Backend):
 
         return await self._race(self._nearest(), attempt, 0, url, "the manifest", final=NotFound)
 
-    # -- bounded fan-out -----------------------------------------------------
-
-    async def _map_blocks(self, items: Sequence[X], fn: Callable[[X], Awaitable[T]]) -> list[T]:
-        """``fn`` over ``items``, one slot each, tasks created only once a slot is free."""
-        results: list[T | None] = [None] * len(items)
-
-        async def run(index: int, item: X) -> None:
-            try:
-                results[index] = await fn(item)
-            finally:
-                self._slots.release()
-
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for index, item in enumerate(items):
-                    await self._slots.acquire()
-                    try:
-                        tg.create_task(run(index, item))
-                    except BaseException:
-                        self._slots.release()
-                        raise
-        except BaseExceptionGroup as group:
-            raise _first_error(group) from None
-        return cast("list[T]", results)
-
     # -- writing blocks ------------------------------------------------------
 
     async def _put_block(self, site: str, bid: str, data: bytes, url: str) -> None:
@@ -565,12 +488,12 @@ class BlockStoreBackend(Backend):
 
     async def _store(self, data: Payload, url: str) -> list[BlockRef]:
         """Split ``data`` into blocks and place every block."""
-        blocks = await _holding_buffer(_split_and_hash, data, self.block_size)
+        blocks = await to_thread_holding(_split_and_hash, data, self.block_size)
         warm = self._warm_task
         if self.policy.uses_rtt and warm is not None and not warm.done():
             # Placing by RTT before every site is measured would pick wrongly.
             await asyncio.wait({warm}, timeout=self.monitor.probe_timeout)
-        return await self._map_blocks(blocks, lambda b: self._place_block(b, url))
+        return await bounded_map(lambda b: self._place_block(b, url), blocks, self._slots)
 
     # -- reading blocks ------------------------------------------------------
 
@@ -580,11 +503,19 @@ class BlockStoreBackend(Backend):
         """Bytes ``[start, end)`` of block ``ref`` from ``site``, verified when whole."""
         whole = start == 0 and end == ref.size
         headers = None if whole else {"Range": f"bytes={start}-{end - 1}"}
-        with self.monitor.track(site, end - start):
-            status, body, resp_headers = await self._request(
-                site, "GET", f"/blocks/{ref.id}", url=url, headers=headers, seconds=seconds
-            )
-            self._note_load(site, resp_headers)
+        # The request slot is taken before the site counts the request as in flight.
+        async with self.options.requests.slot():
+            with self.monitor.track(site, end - start):
+                status, body, resp_headers = await self._request(
+                    site,
+                    "GET",
+                    f"/blocks/{ref.id}",
+                    url=url,
+                    headers=headers,
+                    seconds=seconds,
+                    slot=False,
+                )
+                self._note_load(site, resp_headers)
         if status not in (200, 206):
             self._fail(site, status, body, url, f"reading block {ref.id[:12]}")
         if status == 200 and not whole:
@@ -633,83 +564,21 @@ class BlockStoreBackend(Backend):
         final: type[BaseException] | None = None,
         hedge_slots: bool = False,
     ) -> T:
-        """``attempt(site, seconds)`` on ``sites`` in order until one succeeds.
-
-        The next site is tried when an attempt fails or stalls (no answer in
-        ``max(stall_timeout, 4 x expected time)``); with ``hedge``, it is also
-        asked, once, when the current attempt takes ``hedge_factor`` times its
-        expected time, and the first answer wins (the other is cancelled).
-        PermissionDenied and ``final`` errors end the race at once. With
-        ``hedge_slots`` a hedge needs a free request slot (block transfers);
-        the caller holds the slot of the first attempt.
-        """
-        loop = asyncio.get_running_loop()
-        queue = list(sites)
-        pending: dict[asyncio.Task[T], tuple[str, bool]] = {}
-        errors: list[tuple[str, BaseException]] = []
-
-        def launch(extra_slot: bool) -> None:
-            site = queue.pop(0)
-            expected = self.monitor.expected(site, nbytes, "load")
-            seconds = max(self.stall_timeout, 4 * expected) if math.isfinite(expected) else 60.0
-            pending[asyncio.create_task(attempt(site, seconds))] = (site, extra_slot)
-
-        def hedge_at(started: float) -> float | None:
-            if not (self.hedge and queue) or len(pending) != 1:
-                return None
-            primary = next(iter(pending.values()))[0]
-            expected = self.monitor.expected(primary, nbytes, "load")
-            if not math.isfinite(expected):
-                return None
-            return started + max(0.02, self.hedge_factor * expected)
-
-        launch(False)
-        started = loop.time()
-        try:
-            while pending:
-                when = hedge_at(started)
-                wait = None if when is None else max(0.0, when - loop.time())
-                done, _ = await asyncio.wait(
-                    pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED
-                )
-                if not done:  # slow: ask the next site too
-                    if not hedge_slots:
-                        launch(False)
-                    elif not self._slots.locked():
-                        await self._slots.acquire()
-                        launch(True)
-                    else:
-                        started = loop.time()  # no free slot: look again later
-                    continue
-                for task in done:
-                    site, extra = pending.pop(task)
-                    if extra:
-                        self._slots.release()
-                    exc = task.exception()
-                    if exc is None:
-                        return task.result()
-                    if isinstance(exc, PermissionDenied) or (final and isinstance(exc, final)):
-                        raise exc
-                    if isinstance(exc, _Unreachable):
-                        self.monitor.record_failure(site)  # the prober brings it back
-                    errors.append((site, exc))
-                if not pending and queue:
-                    launch(False)
-                    started = loop.time()
-        finally:
-            for task, (_, extra) in pending.items():
-                task.cancel()
-                if extra:
-                    self._slots.release()
-            if pending:
-                await asyncio.wait(pending)
-                for task in pending:
-                    if not task.cancelled():
-                        task.exception()
-        detail = "; ".join(f"{site}: {exc}" for site, exc in errors) or "no site to ask"
-        transient = not errors or any(isinstance(e, TransientError) for _, e in errors)
-        cls = TransientError if transient else BackendError
-        raise cls(f"{what} could not be read from any site: {detail}", url=url)
+        """:func:`~synxfer_blockstore._hedge.race` with this backend's settings;
+        with ``hedge_slots`` a hedge needs a free block-transfer slot."""
+        return await race(
+            sites,
+            attempt,
+            monitor=self.monitor,
+            nbytes=nbytes,
+            url=url,
+            what=what,
+            hedge=self.hedge,
+            hedge_factor=self.hedge_factor,
+            stall_timeout=self.stall_timeout,
+            final=final,
+            hedge_slots=self._slots if hedge_slots else None,
+        )
 
     # -- primitives ----------------------------------------------------------
 
@@ -783,7 +652,7 @@ class BlockStoreBackend(Backend):
             ref, base = m.blocks[index], offsets[index]
             pieces.append((ref, max(offset, base) - base, min(end, base + ref.size) - base))
             index += 1
-        chunks = await self._map_blocks(pieces, lambda p: self._fetch(p, url))
+        chunks = await bounded_map(lambda p: self._fetch(p, url), pieces, self._slots)
         return ReadResult(b"".join(chunks), info)
 
     async def put(
