@@ -112,6 +112,10 @@ class _Malformed(Exception):
     """The server's answer is not HTTP/1.x as we know it."""
 
 
+class _TooLarge(_Malformed):
+    """A body larger than the caller's buffer (the object changed, or no Range)."""
+
+
 class _Connection(asyncio.BufferedProtocol):
     """One HTTP/1.1 connection; parses answers into its buffer or the caller's."""
 
@@ -324,7 +328,7 @@ class _Connection(asyncio.BufferedProtocol):
         sink = self._sink_for(status)
         if sink is not None:
             if length > len(sink):
-                raise _Malformed(
+                raise _TooLarge(
                     f"response body of {length} bytes does not fit the {len(sink)}-byte buffer"
                 )
             view = sink
@@ -405,7 +409,7 @@ class _Connection(asyncio.BufferedProtocol):
         sink = self._sink_for(self.status)
         if sink is not None:
             if len(body) > len(sink):
-                raise _Malformed(
+                raise _TooLarge(
                     f"response body of {len(body)} bytes does not fit the {len(sink)}-byte buffer"
                 )
             sink[: len(body)] = body
@@ -424,7 +428,7 @@ class _Connection(asyncio.BufferedProtocol):
         if sink is not None:
             if len(data) > len(sink):
                 self._fail(
-                    _Malformed(
+                    _TooLarge(
                         f"response body of {len(data)}+ bytes does not fit the "
                         f"{len(sink)}-byte buffer"
                     )
@@ -769,7 +773,8 @@ class HttpClient:
             except _Malformed as exc:
                 conn.abort()
                 pool.release(conn)
-                raise BackendError(f"malformed HTTP response: {exc}", url=where) from None
+                what = "" if isinstance(exc, _TooLarge) else "malformed HTTP response: "
+                raise BackendError(f"{what}{exc}", url=where) from None
             except BaseException:  # cancelled mid-exchange: the stream is unusable
                 conn.abort()
                 pool.release(conn)
