@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ._exceptions import ConfigError
 
-__all__ = ["GiB", "KiB", "MiB", "RetryPolicy", "TransferConfig", "default_max_threads"]
+if TYPE_CHECKING:
+    from .backend import Capabilities
+
+__all__ = [
+    "GiB",
+    "KiB",
+    "MiB",
+    "RetryPolicy",
+    "TransferConfig",
+    "check_capabilities",
+    "default_max_threads",
+]
+
+log = logging.getLogger("synxfer")
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -55,7 +70,9 @@ class TransferConfig:
     ``part_size``
         Bytes per part for multipart uploads and ranged downloads (8 MiB). It
         grows for a file that would otherwise need more parts than the
-        backend allows, and never goes below the backend's minimum.
+        backend allows. Below the backend's smallest part it is raised to it
+        (with a warning); above its largest part, opening the backend raises
+        :class:`~synxfer.ConfigError` (see :func:`check_capabilities`).
     ``multipart_threshold``
         Files of at least this size are sent in parts; smaller files go in
         one request (8 MiB).
@@ -125,3 +142,44 @@ class TransferConfig:
             ):
                 derived["memory_budget"] = 0
         return replace(self, **{**derived, **changes})  # type: ignore[arg-type]
+
+
+def _size(n: int) -> str:
+    """``n`` bytes for a message: ``5 GiB`` when exact, else ``12345 bytes``."""
+    for unit, name in ((1024**4, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} bytes"
+
+
+def check_capabilities(config: TransferConfig, caps: Capabilities, where: str) -> None:
+    """Refuse, before any transfer, a configuration the backend at ``where`` cannot serve.
+
+    Called when a client opens a backend, the first moment its limits are
+    known. A part size above the backend's largest part (once rounded up to
+    its ``part_size_multiple``) could only fail every multipart transfer:
+    :class:`ConfigError`, naming the option and the limit (the CLI exits
+    with status 2). A part size below the backend's smallest part is raised
+    to that minimum (rounded up to the part unit), with a warning saying so:
+    the value works, just not as given. Files too big for ``max_parts``
+    parts of the chosen size get larger parts, as always
+    (:func:`~synxfer.engine.parts.plan_part_size`).
+    """
+    requested = config.part_size
+    unit = max(caps.part_size_multiple, 1)
+    effective = -(-max(requested, caps.min_part_size, 1) // unit) * unit
+    if effective > caps.max_part_size:
+        raise ConfigError(
+            f"part size {_size(requested)} (--part-size, TransferConfig.part_size) is above "
+            f"the largest part {where} accepts, {_size(caps.max_part_size)}: use at most "
+            f"{_size(caps.max_part_size)}"
+        )
+    if requested < caps.min_part_size:
+        log.warning(
+            "part size %s (--part-size, TransferConfig.part_size) is below the smallest "
+            "part %s accepts, %s: parts of %s are used",
+            _size(requested),
+            where,
+            _size(caps.min_part_size),
+            _size(effective),
+        )

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypedDict, Unpack
 
-from ._config import TransferConfig
+from ._config import TransferConfig, check_capabilities
 from ._exceptions import ConfigError
 from ._models import Event, ObjectInfo, TransferResult
 from ._url import Location, parse_location
@@ -180,6 +180,12 @@ class Client:
                     self._engine.on_retry,
                 )
                 await backend.open()
+                try:
+                    # Its limits are known now: refuse values that cannot work.
+                    check_capabilities(self.config, backend.capabilities, backend.url(""))
+                except ConfigError:
+                    await backend.aclose()
+                    raise
                 self._backends[ident] = backend
         return backend
 

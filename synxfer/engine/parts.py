@@ -36,14 +36,25 @@ def plan_part_size(size: int, requested: int, caps: Capabilities) -> int:
 
     Starts from ``requested``, never below the backend's minimum, rounded up
     to its ``part_size_multiple``, and doubles (as s3transfer does) until the
-    object fits in ``caps.max_parts`` parts.
+    object fits in ``caps.max_parts`` parts -- or, when the doubling would
+    pass the backend's largest part, takes that largest part if it fits.
     Deterministic, so a download can find an upload's part boundaries.
     """
     part = max(requested, caps.min_part_size, 1)
     unit = max(caps.part_size_multiple, 1)
     part = -(-part // unit) * unit
-    while math.ceil(size / part) > caps.max_parts:
-        part *= 2
+    if part > caps.max_part_size:  # a client refuses this when it opens the backend
+        raise ConfigError(
+            f"part size {part} bytes (--part-size) is above this backend's largest part, "
+            f"{caps.max_part_size} bytes"
+        )
+    grown = part
+    while math.ceil(size / grown) > caps.max_parts:
+        grown *= 2
+    largest = caps.max_part_size // unit * unit
+    if grown > largest and math.ceil(size / largest) <= caps.max_parts:
+        grown = largest  # doubling overshot the largest part, which still fits
+    part = grown
     if part > caps.max_part_size:
         limit = caps.max_parts * caps.max_part_size
         raise ConfigError(
