@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import synxfer
-from synxfer import BackendOptions, WriteOptions
+from synxfer import BackendOptions, KiB, MiB, WriteOptions
 from synxfer.backend import RequestLimiter
+from synxfer.engine.budget import BufferPool
 from synxfer.engine.parts import Part, split
 from synxfer.engine.scheduler import Lease, RequestSlots, Scheduler
 from synxfer.layers import LimitLayer, RetryLayer
@@ -73,7 +75,8 @@ async def test_map_parts_releases_before_then(scheduler: Scheduler) -> None:
         held.append(scheduler.budget.in_use)
 
     await scheduler.map_parts([Part(0, 0, 7)], work, then)
-    assert held == [7, 0]
+    # A 7-byte part is charged its buffer's size class: here the part size.
+    assert held == [10, 0]
 
 
 async def test_first_error_cancels_the_rest_and_releases_everything(
@@ -266,3 +269,90 @@ async def test_client_lends_its_limiter_to_layer_and_backend(tmp_path: Path) -> 
         assert inner.options.requests is limiter
         assert isinstance(limiter, RequestSlots)
         assert limiter.limit == 3
+
+
+# -- the buffer pool -------------------------------------------------------------
+
+
+def test_pool_classes_and_charges() -> None:
+    pool = BufferPool(8 * MiB, 64 * MiB)
+    assert pool.classes == tuple(8 * MiB >> k for k in range(8))  # 8 MiB .. 64 KiB
+    assert pool.charge(0) == 0
+    assert pool.charge(1) == 64 * KiB
+    assert pool.charge(MiB) == MiB
+    assert pool.charge(MiB + 1) == 2 * MiB
+    assert pool.charge(8 * MiB) == 8 * MiB
+    assert pool.charge(8 * MiB + 1) == 8 * MiB + 1  # above a part: exact, unpooled
+    odd = BufferPool(5 * MiB + 1, 64 * MiB)  # not halvable: one class
+    assert odd.classes == (5 * MiB + 1,)
+    assert odd.charge(10) == 5 * MiB + 1
+
+
+def test_pool_reuses_a_buffer_for_any_size_in_its_class() -> None:
+    pool = BufferPool(8 * MiB, 64 * MiB)
+    first = pool.get(700 * KiB)
+    assert len(first) == MiB
+    pool.put(first)
+    for n in (513 * KiB, MiB, 1000 * KiB):
+        again = pool.get(n)
+        assert again is first
+        pool.put(again)
+    assert pool.allocated == 1
+    big = pool.get(9 * MiB)  # above the part size: exact and never kept
+    assert len(big) == 9 * MiB
+    pool.put(big)
+    assert pool.get(9 * MiB) is not big
+
+
+def test_pool_never_owns_more_than_its_capacity() -> None:
+    """Idle buffers of one class are dropped to make room for another, so a
+    shift from big to small objects cannot double the memory held."""
+    pool = BufferPool(1 * MiB, 2 * MiB)
+    big = [pool.get(MiB), pool.get(MiB)]
+    for b in big:
+        pool.put(b)  # 2 MiB idle: the whole capacity
+    small = [pool.get(100 * KiB) for _ in range(4)]  # 128 KiB class
+    assert all(len(b) == 128 * KiB for b in small)
+    assert pool._idle + pool._out <= pool.capacity
+    assert pool._idle == MiB  # one big buffer had to go
+    for b in small:
+        pool.put(b)
+    assert pool._idle <= pool.capacity
+
+
+async def test_lease_view_is_a_slice_of_a_pooled_buffer(scheduler: Scheduler) -> None:
+    async with scheduler.reserve(7) as lease:
+        view = lease.view()
+        assert len(view) == 7
+        assert view.obj is lease._buffer
+        assert scheduler.budget.in_use == 10  # the class charged: here the part size
+    assert scheduler.budget.in_use == 0
+    async with scheduler.reserve(4) as lease:
+        assert lease.view().obj is view.obj  # the same buffer, reused
+    assert scheduler.buffers.allocated == 1
+
+
+# -- worker-thread calls that use a lent buffer ------------------------------------
+
+
+async def test_io_holding_waits_for_the_thread_when_cancelled(scheduler: Scheduler) -> None:
+    """A cancelled caller is released only once the thread is done with the
+    buffer, so the buffer cannot be lent again while a thread still uses it."""
+    started = threading.Event()
+    release = threading.Event()
+    finished = threading.Event()
+
+    def work() -> None:
+        started.set()
+        release.wait(30)
+        finished.set()
+
+    task = asyncio.create_task(scheduler.io_holding(work))
+    await asyncio.to_thread(started.wait, 30)  # the call is running, not just queued
+    task.cancel()
+    await asyncio.sleep(0.01)
+    assert not task.done(), "released while the thread still runs"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished.is_set()

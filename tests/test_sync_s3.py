@@ -457,7 +457,7 @@ class _VouchCrc32c(synxfer.layers.Layer):
         result = await fn(*args)
         if isinstance(result, synxfer.ReadResult):
             return synxfer.ReadResult(result.data, self._vouch(result.info))
-        if isinstance(result, synxfer.ObjectInfo) and op == "stat":
+        if isinstance(result, synxfer.ObjectInfo) and op in ("stat", "read_into"):
             return self._vouch(result)
         return result
 

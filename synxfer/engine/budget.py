@@ -73,25 +73,86 @@ class ByteBudget:
 
 
 class BufferPool:
-    """Reusable ``bytearray`` part buffers, at most ``capacity // size`` kept.
+    """Reusable part buffers in size classes, never more than ``capacity`` bytes of them.
 
-    Full-size parts are read into pooled buffers, so a long transfer reuses
-    the same few blocks instead of allocating and freeing a part-sized
-    object per part (which glibc's allocator tends to keep, bloating RSS).
-    Other sizes are allocated exactly. Buffers are handed out only to holders
-    of a budget reservation, so the pool never exceeds the budget.
+    The classes are the part size and its halvings down to :data:`SMALLEST`
+    (8 MiB, 4 MiB, ... 64 KiB for the default part size). A request for
+    ``n <= size`` bytes is served by a buffer of the smallest class that holds
+    it -- reused when one is free -- and the holder uses a slice of it
+    (:meth:`view`), so a tree of small files reuses the same few blocks
+    instead of allocating (and page-faulting) a fresh object per file, which
+    glibc's allocator tends to keep, bloating RSS. A request above the part
+    size gets an exact, unpooled buffer.
+
+    Holders reserve :meth:`charge` bytes of the budget (the class size) before
+    asking for a buffer, so the buffers in use stay within the budget; the pool
+    also never owns more than ``capacity`` bytes (in use plus idle): a fresh
+    buffer first evicts idle buffers of other classes, so a shift from large
+    to small objects cannot double the memory held.
     """
 
+    #: The smallest class: below it, a buffer costs little either way.
+    SMALLEST = 64 * 1024
+
     def __init__(self, size: int, capacity: int) -> None:
+        if size < 1:
+            raise ValueError(f"a buffer size must be >= 1 byte (got {size})")
         self.size = size
-        self._keep = max(1, capacity // size)
-        self._free: list[bytearray] = []
+        self.capacity = capacity
+        classes = [size]
+        while classes[-1] // 2 >= self.SMALLEST and classes[-1] % 2 == 0:
+            classes.append(classes[-1] // 2)
+        #: Class sizes, largest first.
+        self.classes: tuple[int, ...] = tuple(classes)
+        self._free: dict[int, list[bytearray]] = {c: [] for c in classes}
+        self._idle = 0  # bytes in the free lists
+        self._out = 0  # bytes of pooled buffers lent
+        #: Buffers allocated (not reused) so far, for tests and diagnostics.
+        self.allocated = 0
+
+    def __repr__(self) -> str:
+        return f"<BufferPool out={self._out} idle={self._idle} capacity={self.capacity}>"
+
+    def charge(self, n: int) -> int:
+        """Bytes of budget a holder of ``n`` bytes reserves: its class size."""
+        if n <= 0:
+            return 0
+        if n > self.size:
+            return n
+        for c in reversed(self.classes):  # smallest first
+            if c >= n:
+                return c
+        return self.size  # pragma: no cover - classes[0] == size >= n
 
     def get(self, n: int) -> bytearray:
-        if n == self.size and self._free:
-            return self._free.pop()
-        return bytearray(n)
+        """A buffer of at least ``n`` bytes: ``charge(n)`` bytes, or exactly ``n``
+        above the part size (unpooled)."""
+        c = self.charge(n)
+        free = self._free.get(c)
+        if free is None:  # above the part size, or nothing at all
+            self.allocated += 1
+            return bytearray(c)
+        self._out += c
+        if free:
+            self._idle -= c
+            return free.pop()
+        self._evict()
+        self.allocated += 1
+        return bytearray(c)
 
     def put(self, buf: bytearray) -> None:
-        if len(buf) == self.size and len(self._free) < self._keep:
-            self._free.append(buf)
+        """Take back a buffer :meth:`get` lent (and forget any other)."""
+        c = len(buf)
+        free = self._free.get(c)
+        if free is None:
+            return
+        self._out -= c
+        if self._idle + self._out + c <= self.capacity:
+            free.append(buf)
+            self._idle += c
+
+    def _evict(self) -> None:
+        """Drop idle buffers until what the pool owns fits within the capacity."""
+        for free in self._free.values():
+            while free and self._idle + self._out > self.capacity:
+                self._idle -= len(free.pop())

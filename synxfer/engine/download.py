@@ -1,9 +1,13 @@
-"""Downloading one object to a local file: ranged GETs, verified, resumable.
+"""Downloading one object to a local file: received into pooled buffers, verified.
 
-Ranges go through the scheduler (:meth:`~.scheduler.Scheduler.map_parts`),
-which reserves each range's bytes before its task exists, so tasks and
-memory stay bounded however big the object is. Each byte is written once,
-and its checksums are computed in the same worker-thread call that wrote it.
+An object of one range is one GET and one worker-thread call (write, hash,
+verify, tag, rename). A bigger one is fetched in ranges through the
+scheduler (:meth:`~.scheduler.Scheduler.map_parts`), which reserves each
+range's bytes and lends it a pooled buffer before its task exists, so tasks
+and memory stay bounded however big the object is; it is journaled, so an
+interrupted download resumes. Each byte is received into a pooled buffer,
+written from it once, and its checksums are computed in the same
+worker-thread call that wrote it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import os
 from pathlib import Path
@@ -19,7 +24,7 @@ from .._exceptions import IntegrityError, PreconditionFailed
 from .._models import ObjectInfo
 from ..backend import Backend
 from .core import Engine
-from .localfile import TEMP_SUFFIX, LocalFile, temp_path_for
+from .localfile import TEMP_SUFFIX, LocalFile, temp_path_for, write_whole_file
 from .meta import stored_mtime, stored_part_size
 from .parts import (
     Part,
@@ -47,23 +52,92 @@ async def download_object(
 ) -> int:
     """Download ``key`` (expected ``size`` bytes) to ``dest``; returns bytes fetched.
 
-    Parts are written with positional writes into a hidden temp file beside
-    ``dest``, checked, given the source's mtime, then renamed over ``dest``
-    atomically. On failure the temp file is removed: no file that looks whole
-    is ever left behind. When interrupted (cancelled) with the journal on,
-    the temp file and the journal entry stay, and the next run fetches only
-    the missing parts. Every ranged GET after the first carries the object's
-    ETag (If-Match), so an object replaced mid-download is detected instead
-    of stitched together.
+    Every range is received into a pooled buffer (``backend.read_into``) and
+    written from it with positional writes, hashed in the same worker-thread
+    call. Data lands in a hidden temp file beside ``dest``, is checked, given
+    the source's mtime, then renamed over ``dest`` atomically; on failure the
+    temp file is removed: no file that looks whole is ever left behind.
+
+    An object that fits in one range takes :func:`_download_single`: one GET,
+    one worker-thread call, no journal. A bigger one is fetched in ranges;
+    when interrupted (cancelled) with the journal on, its temp file and
+    journal entry stay, and the next run fetches only the missing parts.
+    Every ranged GET after the first carries the object's ETag (If-Match), so
+    an object replaced mid-download is detected instead of stitched together.
     """
-    cfg = engine.config
     caps = backend.capabilities
+    if caps.ranged_reads:
+        part_size = plan_part_size(size, engine.config.part_size, caps)
+    else:
+        part_size = max(size, 1)
+    if size <= part_size:
+        return await _download_single(engine, backend, key, dest, size, part_size, etag)
+    return await _download_ranges(engine, backend, key, dest, size, part_size, etag)
+
+
+async def _download_single(
+    engine: Engine,
+    backend: Backend,
+    key: str,
+    dest: Path,
+    size: int,
+    part_size: int,
+    etag: str | None,
+) -> int:
+    """One GET into a pooled buffer, then ONE worker-thread call that writes,
+    hashes, verifies, tags and renames (:func:`.localfile.write_whole_file`).
+
+    Nothing to resume, so no journal; nothing exists on disk until the data
+    is in memory, and the thread call removes its temp file on any failure.
+    """
     scheduler = engine.scheduler
-    part_size = plan_part_size(size, cfg.part_size, caps) if caps.ranged_reads else max(size, 1)
+    resumable = engine.resumable
+    # With the journal on, the stable name an interrupted run would have left
+    # (overwritten here); without it, a unique one.
+    tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
+    async with scheduler.reserve(size) as lease:
+        view = lease.view()
+        info = await backend.read_into(key, 0, view, if_match=etag)
+        src = backend.url(key)
+        _check_size(src, size, info)
+        sums = PartSums(1)
+        sums.plan(info, size, part_size)
+
+        def check(md5: bytes | None, crc: int | None) -> None:
+            sums.record(0, md5, crc)
+            sums.verify(src, info, [size])
+
+        await scheduler.io_holding(
+            functools.partial(
+                write_whole_file,
+                dest,
+                tmp,
+                view,
+                exclusive=not resumable,
+                md5=sums.want_md5,
+                crc32c=sums.want_crc,
+                check=check,
+                mtime_ns=_mtime_ns(info),
+                etag=info.etag,
+            )
+        )
+    engine.progress(size, "down")
+    return size
+
+
+async def _download_ranges(
+    engine: Engine,
+    backend: Backend,
+    key: str,
+    dest: Path,
+    size: int,
+    part_size: int,
+    etag: str | None,
+) -> int:
+    """Ranged GETs into pooled buffers, journaled so an interrupted run resumes."""
+    scheduler = engine.scheduler
     parts = split(size, part_size)
     src = backend.url(key)
-    await scheduler.io(_makedirs, dest.parent)
-
     resumable = engine.resumable
     tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
     sums = PartSums(len(parts))
@@ -72,7 +146,7 @@ async def download_object(
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if resumable else os.O_EXCL)
     else:
         flags = os.O_WRONLY
-    f = await LocalFile.open(tmp, flags, scheduler.executor)
+    f = await LocalFile.open(tmp, flags, scheduler.executor, parents=True)
     committed = keep = False
     fetched = 0
     try:
@@ -80,21 +154,12 @@ async def download_object(
             await f.allocate(size)
             # The first part tells us the object's etag, metadata and checksums.
             length0 = parts[0].length
-            async with scheduler.reserve(length0):
-                # The length is known (its layers may use it), except for an
-                # empty object, which must be read without a range (S3: 416).
-                res = await backend.read(key, 0, length0 or None, if_match=etag)
-                info = res.info
-                if info.size != size:
-                    raise PreconditionFailed(
-                        f"changed on the server during the download "
-                        f"(size {size} -> {info.size}); run the command again",
-                        url=src,
-                    )
-                _check_length(backend, key, 0, length0, res.data)
+            async with scheduler.reserve(length0) as lease:
+                view = lease.view()
+                info = await backend.read_into(key, 0, view, if_match=etag)
+                _check_size(src, size, info)
                 sums.plan(info, size, part_size)
-                md5, crc = await f.write(0, res.data, sums.want_md5, sums.want_crc)
-                del res
+                md5, crc = await f.write(0, view, sums.want_md5, sums.want_crc)
             sums.record(0, md5, crc)
             fetched += length0
             await engine.journal.download_start(
@@ -107,11 +172,9 @@ async def download_object(
         if_match = info.etag or etag
 
         async def fetch(part: Part, lease: Lease) -> tuple[bytes | None, int | None]:
-            r = await backend.read(key, part.offset, part.length, if_match=if_match)
-            _check_length(backend, key, part.offset, part.length, r.data)
-            written = await f.write(part.offset, r.data, sums.want_md5, sums.want_crc)
-            del r
-            return written
+            view = lease.view()
+            await backend.read_into(key, part.offset, view, if_match=if_match)
+            return await f.write(part.offset, view, sums.want_md5, sums.want_crc)
 
         async def fetched_part(part: Part, written: tuple[bytes | None, int | None]) -> None:
             nonlocal fetched
@@ -126,10 +189,7 @@ async def download_object(
         await scheduler.map_parts(todo, fetch, fetched_part)
 
         sums.verify(src, info, [part.length for part in parts])
-        mtime_ns = stored_mtime(info.metadata)
-        if mtime_ns is None and info.mtime is not None:
-            mtime_ns = int(info.mtime * 1_000_000_000)
-        await f.finish(mtime_ns, info.etag)
+        await f.finish(_mtime_ns(info), info.etag)
         await f.close()
         await scheduler.io(os.replace, tmp, dest)
         committed = True
@@ -147,6 +207,23 @@ async def download_object(
             if not keep:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+
+def _check_size(src: str, size: int, info: ObjectInfo) -> None:
+    if info.size != size:
+        raise PreconditionFailed(
+            f"changed on the server during the download "
+            f"(size {size} -> {info.size}); run the command again",
+            url=src,
+        )
+
+
+def _mtime_ns(info: ObjectInfo) -> int | None:
+    """The mtime to give the file: synxfer's stored one, else the object's."""
+    mtime_ns = stored_mtime(info.metadata)
+    if mtime_ns is None and info.mtime is not None:
+        mtime_ns = int(info.mtime * 1_000_000_000)
+    return mtime_ns
 
 
 def resume_temp_path(dest: Path) -> Path:
@@ -269,17 +346,6 @@ async def _resume_download(
         os.unlink(entry.temp)
     await engine.journal.download_done(str(dest))
     return None
-
-
-def _makedirs(path: Path) -> None:
-    os.makedirs(path, exist_ok=True)
-
-
-def _check_length(backend: Backend, key: str, offset: int, length: int, data: bytes) -> None:
-    if len(data) != length:
-        raise IntegrityError(
-            f"{backend.url(key)}: expected {length} bytes at offset {offset}, got {len(data)}"
-        )
 
 
 def _expected_etag_parts(info: ObjectInfo, size: int, part_size: int, nranges: int) -> int | None:

@@ -18,8 +18,9 @@ Limits, all shared by every file and every run of a client:
   download). No other code acquires or releases budget;
 * the I/O executor: ``max_threads`` worker threads for file I/O and hashing,
   so the event loop never reads, writes or hashes file data;
-* the buffer pool: part buffers reused across parts (bounded by the budget),
-  so memory stays flat instead of churning the allocator.
+* the buffer pool: part buffers in size classes, reused across parts and
+  files (small objects use a slice of a pooled buffer), bounded by the
+  budget, so memory stays flat instead of churning the allocator.
 """
 
 from __future__ import annotations
@@ -34,10 +35,31 @@ from .._config import TransferConfig
 from .budget import BufferPool, ByteBudget
 from .parts import Part
 
-__all__ = ["Lease", "RequestSlots", "Scheduler"]
+__all__ = ["Lease", "RequestSlots", "Scheduler", "hold"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+async def hold(cfut: concurrent.futures.Future[T]) -> T:
+    """Await a worker-thread call; when cancelled, wait for the thread first.
+
+    A thread cannot be interrupted: releasing the caller while the thread
+    still reads or fills a pooled buffer would let the pool lend that buffer
+    to someone else under it. So on cancellation this waits for the call to
+    end (or to be cancelled before it started), then raises.
+    """
+    fut = asyncio.wrap_future(cfut)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        cfut.cancel()  # not started yet: it never will
+        while not fut.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([fut])
+        if not fut.cancelled():
+            fut.exception()  # retrieved: the caller was cancelled, its result is moot
+        raise
 
 
 class RequestSlots:
@@ -66,11 +88,15 @@ class RequestSlots:
 
 
 class Lease:
-    """``nbytes`` of the memory budget, reserved for one block of work.
+    """``nbytes`` of work, holding its share of the memory budget.
 
-    :meth:`buffer` lends a pooled buffer of exactly ``nbytes``; it goes back
-    to the pool, and the bytes to the budget, when the lease is released
-    (by the scheduler, on every path).
+    The share is the pool's :meth:`~.budget.BufferPool.charge` for
+    ``nbytes`` (the size class of the buffer it may borrow), so the buffers
+    lent stay within the budget. :meth:`view` lends a slice of a pooled
+    buffer (receive into it, write from it); :meth:`buffer` a buffer of
+    exactly ``nbytes`` (pooled when that is a class size). Either goes back
+    to the pool, and the bytes to the budget, when the lease is released (by
+    the scheduler, on every path).
     """
 
     __slots__ = ("_buffer", "_granted", "_scheduler", "nbytes")
@@ -81,10 +107,20 @@ class Lease:
         self._granted = granted
         self._buffer: bytearray | None = None
 
-    def buffer(self) -> bytearray:
-        """A writable buffer of ``nbytes`` bytes, valid until the lease ends."""
+    def view(self) -> memoryview:
+        """``nbytes`` of a pooled buffer, writable, valid until the lease ends."""
         if self._buffer is None:
             self._buffer = self._scheduler.buffers.get(self.nbytes)
+        return memoryview(self._buffer)[: self.nbytes]
+
+    def buffer(self) -> bytearray:
+        """A writable buffer of exactly ``nbytes`` bytes, valid until the lease ends."""
+        if self._buffer is None:
+            pool = self._scheduler.buffers
+            exact = pool.charge(self.nbytes) == self.nbytes
+            self._buffer = pool.get(self.nbytes) if exact else bytearray(self.nbytes)
+        if len(self._buffer) != self.nbytes:
+            raise RuntimeError("Lease.buffer() after Lease.view() on a smaller lease")
         return self._buffer
 
     def _on_task_done(self, _: asyncio.Task[None]) -> None:
@@ -129,6 +165,12 @@ class Scheduler:
         """``fn(*args)`` on a worker thread (blocking file I/O, hashing)."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
+    async def io_holding(self, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`io` for a call that uses a lent buffer: if the caller is
+        cancelled, wait for the thread to finish with the buffer before the
+        cancellation goes on (and the lease gives the buffer back)."""
+        return await hold(self.executor.submit(fn, *args))
+
     # -- files ---------------------------------------------------------------
 
     async def map_files(
@@ -157,8 +199,9 @@ class Scheduler:
     # -- bytes ---------------------------------------------------------------
 
     async def _lease(self, nbytes: int) -> Lease:
-        """Wait until ``nbytes`` fit in the budget (clamped to its capacity)."""
-        return Lease(self, nbytes, await self.budget.acquire(nbytes))
+        """Wait until ``nbytes`` (as the pool charges them) fit in the budget
+        (clamped to its capacity)."""
+        return Lease(self, nbytes, await self.budget.acquire(self.buffers.charge(nbytes)))
 
     @contextlib.asynccontextmanager
     async def reserve(self, nbytes: int) -> AsyncIterator[Lease]:
