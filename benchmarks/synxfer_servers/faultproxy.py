@@ -85,6 +85,22 @@ proxy has read the whole request, head and body:
     After ``stall_seconds`` the connection is closed (FIN) whatever was sent:
     a slow-but-alive server, which only progress-based stall detection
     catches early.
+``corrupt`` (:attr:`Fault.CORRUPT`)
+    Forwarded; only ever drawn for ``GET`` requests (for any other method
+    the draw injects nothing and counts nothing). If the response is a
+    success (2xx, ``206`` included) with at least one body byte, exactly one
+    byte of the body is inverted (``b ^ 0xFF``) at a position drawn like the
+    fault itself; the status line, the headers (``Content-Length``,
+    ``ETag``, checksums) and the framing are untouched, so the client sees
+    a well-formed response with the same length and wrong content: what a
+    bit-flipping NIC, a bad cache or a buggy middlebox does. A
+    ``Content-Length`` body is streamed, a chunked or read-until-close one
+    is buffered to pick a data byte (chunk framing is never touched). Other
+    responses (errors, HEAD, empty bodies) pass unchanged, though the fault
+    was drawn. :attr:`ProxyStats.corrupted` counts the bodies changed, by key
+    in :attr:`ProxyStats.corrupted_keys`. ``GET`` also lists buckets and
+    reads other XML; ``ops={"get_object"}`` confines the fault to object
+    bodies.
 
 Note that aiohttp (under aiobotocore) resends an idempotent request (GET,
 HEAD, PUT, DELETE) once by itself when its connection is reset or closed
@@ -158,6 +174,7 @@ class Fault(enum.StrEnum):
     TRUNCATE = "truncate"
     STALL = "stall"
     TRICKLE = "trickle"
+    CORRUPT = "corrupt"
 
 
 #: Status line, S3 error code and message of the faults answered by the proxy.
@@ -209,7 +226,9 @@ class ProxyStats:
     ``faulted`` the faults injected, also by kind (``faults``, keyed by the
     :class:`Fault` value, e.g. ``"503"`` or ``"reset"``) and by operation
     (``faults_by_op``). ``ops`` and ``keys`` count requests by S3 operation
-    and by ``bucket/key``. ``upstream_errors`` counts 502 answers given
+    and by ``bucket/key``. ``corrupted`` counts the response bodies in which
+    a ``corrupt`` fault inverted a byte, and ``corrupted_keys`` the same by
+    ``bucket/key``. ``upstream_errors`` counts 502 answers given
     because the upstream could not be reached; ``connections`` the client
     connections accepted.
 
@@ -227,6 +246,10 @@ class ProxyStats:
     faults_by_op: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     ops: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     keys: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    corrupted: int = 0
+    corrupted_keys: collections.Counter[str] = dataclasses.field(
+        default_factory=collections.Counter
+    )
 
     def copy(self) -> ProxyStats:
         """A deep copy."""
@@ -236,6 +259,7 @@ class ProxyStats:
             faults_by_op=collections.Counter(self.faults_by_op),
             ops=collections.Counter(self.ops),
             keys=collections.Counter(self.keys),
+            corrupted_keys=collections.Counter(self.corrupted_keys),
         )
 
 
@@ -677,8 +701,9 @@ class FaultProxy:
 
     # -- deciding ----------------------------------------------------------------
 
-    def _decide(self, req: ProxyRequest) -> tuple[Fault | None, _Settings]:
-        """Count the request; return the fault to inject (or None) and the settings used."""
+    def _decide(self, req: ProxyRequest) -> tuple[Fault | None, _Settings, float]:
+        """Count the request; return the fault to inject (or None), the settings
+        used, and a draw in ``[0, 1)`` for where in the body a fault strikes."""
         query = "&".join(f"{k}={v}" for k, v in sorted(req.query.items()) if k != "uploadId")
         identity = f"{req.method} {urlsplit(req.target).path}?{query} {req.headers.get('range')}"
         with self._lock:
@@ -696,23 +721,26 @@ class FaultProxy:
                 or (s.ops and req.op not in s.ops)
                 or (s.max_faults is not None and st.faulted >= s.max_faults)
             ):
-                return None, s
+                return None, s, 0.0
         # The predicate is user code: run it outside the lock.
         if s.match is not None and not s.match(req):
-            return None, s
+            return None, s, 0.0
         rng = random.Random(f"{s.seed}|{identity}|{attempt}")
         if rng.random() >= s.rate:
-            return None, s
+            return None, s, 0.0
         kinds = [k for k, _ in s.faults]
         fault = rng.choices(kinds, weights=[w for _, w in s.faults])[0]
+        where = rng.random()
+        if fault is Fault.CORRUPT and req.method != "GET":
+            return None, s, 0.0
         with self._lock:
             st = self._stats
             if s.max_faults is not None and st.faulted >= s.max_faults:
-                return None, s
+                return None, s, 0.0
             st.faulted += 1
             st.faults[fault.value] += 1
             st.faults_by_op[req.op] += 1
-        return fault, s
+        return fault, s, where
 
     @staticmethod
     def _describe(method: str, target: str, head: _Head) -> ProxyRequest:
@@ -781,7 +809,7 @@ class FaultProxy:
         keep_alive = not head.wants_close(version)
 
         req = self._describe(method, target, head)
-        fault, settings = self._decide(req)
+        fault, settings, where = self._decide(req)
         request_id = f"FAULTPROXY{next(self._request_ids):08d}"
 
         if fault is not None and fault in _ERROR_REPLIES:
@@ -822,8 +850,18 @@ class FaultProxy:
             return keep_alive
         with self._lock:
             self._stats.forwarded += 1
+        corrupt_at = where if fault is Fault.CORRUPT else None
         return await self._relay(
-            up_reader, upstream, reply, method, writer, fault, settings, keep_alive
+            up_reader,
+            upstream,
+            reply,
+            method,
+            writer,
+            fault,
+            settings,
+            keep_alive,
+            corrupt_at,
+            f"{req.bucket}/{req.key}",
         )
 
     async def _exchange(
@@ -864,8 +902,14 @@ class FaultProxy:
         fault: Fault | None,
         settings: _Settings,
         keep_alive: bool,
+        corrupt_at: float | None = None,
+        name: str = "",
     ) -> bool:
-        """Pass the upstream response to the client (whole, cut, or not at all)."""
+        """Pass the upstream response to the client (whole, cut, altered, or not at all).
+
+        ``corrupt_at`` (a ``corrupt`` fault) places the inverted byte: that
+        fraction of the way through a successful response's body data.
+        """
         version, status_text = reply.first.split(" ", 1)
         status = int(status_text.split(" ", 1)[0])
         no_body = method == "HEAD" or status in (204, 304)
@@ -881,6 +925,7 @@ class FaultProxy:
             add=() if client_keep else [("Connection", "close")],
         )
         complete = False  # the upstream response was read to its end
+        corrupt = corrupt_at is not None and 200 <= status < 300 and not no_body
 
         async def body_pieces() -> AsyncIterator[bytes]:
             if no_body:
@@ -929,8 +974,31 @@ class FaultProxy:
                 await writer.drain()
                 writer.close()
                 return False
+            if corrupt and length is None:
+                # Chunked or until close: the data's length is known at the end only.
+                raw = bytearray()
+                async for piece in body_pieces():
+                    raw += piece
+                complete = True
+                spans = _chunk_spans(raw) if chunked else [(0, len(raw))]
+                at = _data_offset(spans, corrupt_at or 0.0)
+                if at is not None:
+                    raw[at] ^= 0xFF
+                    self._count_corrupted(name)
+                writer.write(head + bytes(raw))
+                await writer.drain()
+                return client_keep
+            # The byte to invert, as an offset into a Content-Length body.
+            target = int((corrupt_at or 0.0) * length) if corrupt and length else -1
+            offset = 0
             writer.write(head)
             async for piece in body_pieces():
+                if offset <= target < offset + len(piece):
+                    altered = bytearray(piece)
+                    altered[target - offset] ^= 0xFF
+                    piece = bytes(altered)
+                    self._count_corrupted(name)
+                offset += len(piece)
                 writer.write(piece)
                 await writer.drain()
             complete = True
@@ -946,6 +1014,11 @@ class FaultProxy:
             else:
                 upstream.used = True
         return client_keep
+
+    def _count_corrupted(self, name: str) -> None:
+        with self._lock:
+            self._stats.corrupted += 1
+            self._stats.corrupted_keys[name] += 1
 
     @staticmethod
     async def _trickle(
@@ -970,3 +1043,29 @@ class FaultProxy:
             sent += n
             await writer.drain()
         writer.close()
+
+
+def _chunk_spans(raw: bytes | bytearray) -> list[tuple[int, int]]:
+    """``(start, length)`` of each chunk's data in a raw chunked body (framing excluded)."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while True:
+        eol = raw.index(b"\r\n", at)
+        size = int(bytes(raw[at:eol]).split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            return spans
+        spans.append((eol + 2, size))
+        at = eol + 2 + size + 2
+
+
+def _data_offset(spans: list[tuple[int, int]], fraction: float) -> int | None:
+    """The raw offset of the data byte ``fraction`` of the way through ``spans``."""
+    total = sum(n for _, n in spans)
+    if total == 0:
+        return None
+    target = min(total - 1, int(fraction * total))
+    for start, n in spans:
+        if target < n:
+            return start + target
+        target -= n
+    raise AssertionError("unreachable")

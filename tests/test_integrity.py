@@ -1,0 +1,350 @@
+"""Issue 11: no corrupt byte ever lands, whoever uploaded the object.
+
+The acceptance test downloads a tree through a :class:`FaultProxy` that
+inverts one byte of 30 % of the GetObject bodies (length unchanged, so HTTP
+framing stays intact): objects uploaded the way aws-cli and boto3 upload them
+(``upload_file`` with boto3's default ``TransferConfig``: one PUT below
+8 MiB, 8 MiB parts above; and a plain ``put_object``) and objects synxfer
+uploaded. Done when: 0 corrupt files, 0 failed files, exit 0. Until the
+verification of foreign objects is built it fails, so it is a strict xfail:
+it turns into a failure the moment it passes, and the marker must go.
+
+The proxy's ``corrupt`` fault itself is tested first, on the wire.
+
+moto runs in a subprocess for this module. Everything is seeded (the tree's
+bytes, the proxy's draws, the bucket names), so a run repeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from boto3.s3.transfer import TransferConfig as Boto3TransferConfig
+
+import synxfer
+from synxfer import MiB, RetryPolicy, TransferConfig
+from synxfer_servers.faultproxy import Fault, FaultProxy
+from synxfer_servers.s3 import HOST, MotoProcess
+
+#: The share of GetObject responses whose body gets one byte inverted.
+RATE = 0.3
+SEED = 11
+
+# -- fixtures ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    with MotoProcess() as server:
+        yield server.endpoint_url
+
+
+@pytest.fixture(scope="module")
+def s3(moto: str) -> Any:
+    """boto3 straight to moto (never through the proxy)."""
+    return boto3.client("s3", endpoint_url=moto)
+
+
+@pytest.fixture
+def bucket(s3: Any, request: pytest.FixtureRequest) -> str:
+    """A fresh bucket named after the test: the proxy's draws depend on the
+    request path, so a fixed name makes them repeat from run to run."""
+    name = "i-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:20]
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+# -- the proxy's corrupt fault, on the wire --------------------------------------------
+
+
+async def _raw_get(port: int, target: str, extra: str = "") -> tuple[bytes, bytes]:
+    """One raw HTTP/1.1 GET on a fresh connection: (head, body) as received."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    writer.write(f"GET {target} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n".encode())
+    await writer.drain()
+    data = await reader.read(-1)
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+def _presigned_target(s3: Any, bucket: str, key: str) -> str:
+    """The path and query of a presigned GET (moto then needs no Authorization header)."""
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key})
+    return "/" + str(url).split("://", 1)[1].partition("/")[2]
+
+
+def _diff(a: bytes, b: bytes) -> list[int]:
+    assert len(a) == len(b)
+    return [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+
+
+async def test_corrupt_inverts_exactly_one_byte_length_unchanged(
+    moto: str, s3: Any, bucket: str
+) -> None:
+    data = random.Random(1).randbytes(100_000)
+    s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    target = _presigned_target(s3, bucket, "obj")
+    async with FaultProxy(moto, rate=1.0, faults={Fault.CORRUPT: 1.0}, seed=SEED) as proxy:
+        head, body = await _raw_get(proxy.port, target)
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert b"Content-Length: 100000" in head
+        assert len(body) == len(data)
+        (at,) = _diff(body, data)
+        assert body[at] == data[at] ^ 0xFF  # the byte is inverted
+
+        # A ranged GET (206): one byte of the range is inverted.
+        head, body = await _raw_get(proxy.port, target, "Range: bytes=1000-50999\r\n")
+        assert head.startswith(b"HTTP/1.1 206 ")
+        (at,) = _diff(body, data[1000:51000])
+        assert body[at] == data[1000 + at] ^ 0xFF
+
+        # An error body passes untouched (the fault is drawn all the same).
+        missing = _presigned_target(s3, bucket, "missing")
+        head, body = await _raw_get(proxy.port, missing)
+        assert head.startswith(b"HTTP/1.1 404 ")
+        assert b"<Code>NoSuchKey</Code>" in body
+        stats = proxy.snapshot()
+    assert stats.corrupted == 2
+    assert stats.corrupted_keys == {f"{bucket}/obj": 2}
+    assert stats.faults == {"corrupt": 3}
+
+
+async def test_corrupt_hits_get_bodies_only(moto: str, s3: Any, bucket: str) -> None:
+    """PUT, HEAD and the like pass through whole, and count no fault."""
+    async with FaultProxy(moto, rate=1.0, faults={Fault.CORRUPT: 1.0}, seed=SEED) as proxy:
+        client = boto3.client("s3", endpoint_url=proxy.url)
+        body = b"x" * 5000
+        put = await asyncio.to_thread(client.put_object, Bucket=bucket, Key="k", Body=body)
+        head = await asyncio.to_thread(client.head_object, Bucket=bucket, Key="k")
+        assert head["ETag"] == put["ETag"] == f'"{hashlib.md5(body).hexdigest()}"'
+        assert head["ContentLength"] == 5000
+        stats = proxy.snapshot()
+    assert stats.faulted == 0
+    assert stats.corrupted == 0
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == body
+
+
+async def test_corrupt_keeps_chunked_framing() -> None:
+    """A chunked body: one data byte is inverted, the chunk framing is intact."""
+    payload = bytes(range(256)) * 3
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for i in range(0, len(payload), 100):
+                piece = payload[i : i + 100]
+                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    upstream = await asyncio.start_server(serve, HOST, 0)
+    port = upstream.sockets[0].getsockname()[1]
+    try:
+        async with FaultProxy(
+            f"http://{HOST}:{port}", rate=1.0, faults={Fault.CORRUPT: 1.0}, seed=SEED
+        ) as proxy:
+            head, chunked = await _raw_get(proxy.port, "/b/k")
+            assert proxy.snapshot().corrupted == 1
+    finally:
+        upstream.close()
+        await upstream.wait_closed()
+    assert b"Transfer-Encoding: chunked" in head
+    # Decode the framing: it must be exactly what the upstream sent.
+    pieces, at = [], 0
+    while True:
+        eol = chunked.index(b"\r\n", at)
+        size = int(chunked[at:eol], 16)
+        if size == 0:
+            assert chunked[eol:] == b"\r\n\r\n"
+            break
+        pieces.append(chunked[eol + 2 : eol + 2 + size])
+        assert chunked[eol + 2 + size : eol + 4 + size] == b"\r\n"
+        at = eol + 4 + size
+    assert [len(p) for p in pieces] == [100] * 7 + [68]
+    data = b"".join(pieces)
+    (at,) = _diff(data, payload)
+    assert data[at] == payload[at] ^ 0xFF
+
+
+async def test_corrupt_rate_is_the_share_of_bodies_changed(moto: str, s3: Any, bucket: str) -> None:
+    """At rate 0.3, about 30 % of 200 GETs come back with exactly one byte inverted;
+    the same seed gives the same ones."""
+    data = random.Random(2).randbytes(4096)
+    s3.put_object(Bucket=bucket, Key="obj", Body=data)
+    target = _presigned_target(s3, bucket, "obj")
+
+    async def run() -> list[int]:
+        # (A presigned GET does not count as get_object for ``ops``: no filter.)
+        async with FaultProxy(moto, rate=RATE, faults={Fault.CORRUPT: 1.0}, seed=SEED) as proxy:
+            changed = []
+            for i in range(200):
+                _, body = await _raw_get(proxy.port, target)
+                diff = _diff(body, data)
+                assert len(diff) <= 1
+                if diff:
+                    changed.append(i)
+            assert proxy.snapshot().corrupted == len(changed)
+        return changed
+
+    first = await run()
+    assert 0.2 * 200 <= len(first) <= 0.4 * 200
+    assert await run() == first
+
+
+# -- the acceptance test ------------------------------------------------------------------
+
+#: Uploaded with boto3's ``upload_file`` and its default TransferConfig (as aws-cli
+#: does): one PUT below 8 MiB, parts of 8 MiB above.
+AWS_FILES = {
+    "aws/empty": 0,
+    "aws/one": 1,
+    "aws/small-a.txt": 1000,
+    "aws/small-b.bin": 64 * 1024,
+    "aws/d/small-c.bin": 300_000,
+    "aws/d/mid.bin": 2 * MiB + 17,
+    "aws/big.bin": 9 * MiB + 5,  # 2 parts: 8 MiB + 1 MiB
+}
+#: Uploaded with one ``put_object`` each.
+PUT_FILES = {f"put/p{i}.dat": 5000 * (i + 1) for i in range(5)}
+#: Uploaded by synxfer (parts of 5 MiB from 5 MiB on).
+OWN_FILES = {
+    **{f"own/s{i:02d}.dat": 3000 * (i + 1) for i in range(14)},
+    "own/mid.bin": 3 * MiB + 1,
+    "own/big.bin": 6 * MiB + 3,  # 2 parts: 5 MiB + 1 MiB
+    "own/d/big2.bin": 10 * MiB + 1,  # 3 parts
+}
+OWN_CONFIG = TransferConfig(max_threads=4, part_size=5 * MiB, multipart_threshold=5 * MiB)
+
+
+def _write(root: Path, files: dict[str, int], seed: int) -> dict[str, str]:
+    """Create ``files`` (rel -> size) of seeded random bytes; rel -> sha256."""
+    rng = random.Random(seed)
+    digests = {}
+    for rel, size in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = rng.randbytes(size)
+        path.write_bytes(data)
+        digests[rel] = hashlib.sha256(data).hexdigest()
+    return digests
+
+
+def _landed(root: Path) -> dict[str, str]:
+    """rel -> sha256 of every regular file under ``root`` (hidden ones included)."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+async def _upload_tree(
+    s3: Any, moto: str, bucket: str, root: Path, own: bool, foreign: bool
+) -> dict[str, str]:
+    """Upload the test tree to ``bucket`` (straight to moto): rel -> sha256."""
+    expected: dict[str, str] = {}
+    if foreign:
+        expected |= _write(root, AWS_FILES, seed=1) | _write(root, PUT_FILES, seed=2)
+        config = Boto3TransferConfig()  # aws-cli's and boto3's defaults
+        assert (config.multipart_threshold, config.multipart_chunksize) == (8 * MiB, 8 * MiB)
+        for rel in AWS_FILES:
+            s3.upload_file(str(root / rel), bucket, rel, Config=config)
+        for rel in PUT_FILES:
+            s3.put_object(Bucket=bucket, Key=rel, Body=(root / rel).read_bytes())
+        etags = {rel: s3.head_object(Bucket=bucket, Key=rel)["ETag"] for rel in AWS_FILES}
+        assert etags["aws/big.bin"].endswith('-2"')  # really multipart, 8 MiB parts
+        assert "-" not in etags["aws/d/mid.bin"]
+    if own:
+        expected |= _write(root, OWN_FILES, seed=3)
+        async with synxfer.Client(OWN_CONFIG, endpoint_url=moto) as client:
+            result = await client.sync_to(root / "own", f"s3://{bucket}/own")
+        assert result.ok, result.failures
+        assert result.files_transferred == len(OWN_FILES)
+        etag = s3.head_object(Bucket=bucket, Key="own/big.bin")["ETag"]
+        assert etag.endswith('-2"')
+    return expected
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="issue 11: verification of foreign objects not built yet",
+)
+async def test_no_corrupt_byte_lands_whoever_uploaded(
+    moto: str, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """The issue's "done when": through a proxy corrupting 30 % of the GetObject
+    bodies, ``synxfer sync s3://... dir`` over aws-cli/boto3-style objects
+    (single-part and multipart), put_object ones and synxfer's own leaves 0
+    corrupt files and 0 failed files, and exits 0."""
+    expected = await _upload_tree(s3, moto, bucket, tmp_path / "src", own=True, foreign=True)
+    dst = tmp_path / "dst"
+    cmd = [
+        sys.executable, "-m", "synxfer.cli.main", "sync", f"s3://{bucket}", str(dst), "-q",
+    ]  # fmt: skip
+    with FaultProxy(
+        moto, rate=RATE, faults={Fault.CORRUPT: 1.0}, ops={"get_object"}, seed=SEED
+    ) as proxy:
+        cmd += ["--endpoint-url", proxy.url]
+        proc = await asyncio.to_thread(
+            subprocess.run, cmd, capture_output=True, text=True, timeout=300
+        )
+        stats = proxy.snapshot()
+    assert stats.corrupted > 0  # the proxy did corrupt bodies
+    landed = _landed(dst)
+    corrupt = sorted(rel for rel, digest in landed.items() if expected.get(rel) != digest)
+    missing = sorted(set(expected) - set(landed))
+    print(f"\n[integrity] corrupted bodies={stats.corrupted} corrupt files={corrupt} "
+          f"missing={missing} exit={proc.returncode}")  # fmt: skip
+    assert corrupt == [], f"{len(corrupt)} corrupt file(s) landed: {corrupt}"
+    assert missing == [], f"{len(missing)} file(s) failed: {proc.stderr[-2000:]}"
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+async def test_synxfers_own_objects_never_land_corrupt(
+    moto: str, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """What exists today: for objects synxfer uploaded, read with the part size
+    they were uploaded with, a corrupt GET body is detected (the ETag is
+    checked: MD5, or MD5 of the part MD5s), so no corrupt file lands; a file
+    whose attempts all came back corrupt fails, by name, leaving nothing behind.
+
+    (Read with another part size, e.g. the CLI's default 8 MiB, synxfer's own
+    multipart objects are not verified today: the acceptance test above
+    catches that too.)"""
+    expected = await _upload_tree(s3, moto, bucket, tmp_path / "src", own=True, foreign=False)
+    dst = tmp_path / "dst"
+    config = OWN_CONFIG.evolve(retry=RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.2))
+    async with (
+        FaultProxy(
+            moto, rate=RATE, faults={Fault.CORRUPT: 1.0}, ops={"get_object"}, seed=SEED
+        ) as proxy,
+        synxfer.Client(config, endpoint_url=proxy.url) as client,
+    ):
+        result = await asyncio.wait_for(client.sync_from(f"s3://{bucket}/own", dst / "own"), 120)
+        stats = proxy.snapshot()
+    assert stats.corrupted >= 3  # the proxy did corrupt bodies (seeded: 8 today)
+    landed = _landed(dst)
+    corrupt = sorted(rel for rel, digest in landed.items() if expected.get(rel) != digest)
+    failed = sorted(f.path.removeprefix(f"s3://{bucket}/") for f in result.failures)
+    print(f"\n[integrity-own] corrupted bodies={stats.corrupted} corrupt files={corrupt} "
+          f"failed={failed} retries={result.retries}")  # fmt: skip
+    assert corrupt == [], f"{len(corrupt)} corrupt file(s) landed: {corrupt}"
+    # Every file either landed whole or failed (and left nothing behind).
+    assert sorted(set(expected) - set(landed)) == failed
+    assert result.files_transferred == len(expected) - len(failed)
