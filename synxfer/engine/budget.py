@@ -127,9 +127,11 @@ class BufferPool:
     def get(self, n: int) -> bytearray:
         """A buffer of at least ``n`` bytes: ``charge(n)`` bytes, or exactly ``n``
         above the part size (unpooled)."""
+        if n <= 0:
+            return bytearray()
         c = self.charge(n)
         free = self._free.get(c)
-        if free is None:  # above the part size, or nothing at all
+        if free is None:  # above the part size
             self.allocated += 1
             return bytearray(c)
         self._out += c

@@ -76,7 +76,7 @@ class UploadJob(_TransferJob):
         self.dst = self.dst or self.backend.url(self.key)
 
     async def transfer(self, engine: Engine) -> int:
-        return await upload_path(engine, self.path, self.backend, self.key)
+        return await upload_path(engine, self.path, self.backend, self.key, self.size)
 
 
 @dataclass

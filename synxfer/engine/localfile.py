@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from .._exceptions import SourceChangedError
 from ..backend import Checksum, ChecksumAlgorithm
 from .parts import checksum_of, crc32c_value
 from .scheduler import hold
@@ -32,6 +33,8 @@ __all__ = [
     "LocalFile",
     "open_creating_parents",
     "pwrite_all",
+    "read_whole_file",
+    "source_changed",
     "temp_path_for",
     "write_whole_file",
 ]
@@ -155,6 +158,47 @@ def _preadinto_and_sum(
             break  # end of file: the file shrank; the caller reports it
         done += n
     return done, checksum_of(algorithm, view[:done])
+
+
+def read_whole_file(
+    path: Path, buf: bytearray, algorithm: ChecksumAlgorithm | None
+) -> tuple[Checksum | None, int] | None:
+    """Fill ``buf`` with the whole file at ``path`` and checksum it, in ONE
+    blocking call (a worker thread); returns ``(checksum, mtime_ns)``.
+
+    None, having read nothing, when the file's size is not ``len(buf)`` (it
+    changed since it was listed; the caller takes the general path). The
+    file's identity (device, inode, size, mtime) is taken at open and checked
+    after the last byte is read, and the path must still name the same file:
+    otherwise :class:`SourceChangedError`, and nothing may be committed.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if st.st_size != len(buf):
+            return None
+        n, checksum = _preadinto_and_sum(fd, buf, 0, algorithm)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    try:
+        on_disk: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        on_disk = None
+    before = identity(st)
+    if n != len(buf) or identity(after) != before or on_disk is None:
+        raise source_changed(path)
+    if identity(on_disk)[:2] != before[:2]:
+        raise source_changed(path)
+    return checksum, st.st_mtime_ns
+
+
+def source_changed(path: Path) -> SourceChangedError:
+    """The error for a file that changed while it was being uploaded."""
+    return SourceChangedError(
+        f"{path} changed while it was being uploaded; nothing was committed "
+        f"for it -- run the command again to send the new version"
+    )
 
 
 def _pwrite_and_sum(

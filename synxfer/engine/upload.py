@@ -17,9 +17,9 @@ from pathlib import Path
 
 from .._exceptions import NotFound, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, WriteOptions
-from ..backend import Backend
+from ..backend import Backend, Capabilities
 from .core import Engine
-from .localfile import LocalFile, identity
+from .localfile import LocalFile, identity, read_whole_file
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
 from .parts import Part, plan_part_size, split
 from .scheduler import Lease
@@ -32,16 +32,26 @@ log = logging.getLogger("synxfer")
 _ABORT_TIMEOUT = 60.0
 
 
-async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) -> int:
+async def upload_path(
+    engine: Engine, path: Path, backend: Backend, key: str, size: int | None = None
+) -> int:
     """Upload the local file ``path`` to ``key``; returns the bytes sent.
 
     The file's identity (device, inode, size, mtime) is taken when it is
     opened and checked again after the last byte is read and before the
     object is committed; if it changed, nothing is committed.
+
+    ``size`` is what a listing said the file holds: when it goes in one
+    request, :func:`_put_whole` needs one worker-thread call and no journal.
     """
     caps = backend.capabilities
     cfg = engine.config
     scheduler = engine.scheduler
+    if size is not None and not _multipart(size, cfg.multipart_threshold, caps):
+        sent = await _put_whole(engine, path, backend, key, size)
+        if sent is not None:
+            return sent
+        # The file's size changed since it was listed: the general path.
     f = await LocalFile.open(path, os.O_RDONLY, scheduler.executor)
     try:
         st = await f.fstat()
@@ -61,10 +71,7 @@ async def upload_path(engine: Engine, path: Path, backend: Backend, key: str) ->
                     f"for it -- run the command again to send the new version"
                 )
 
-        multipart = caps.multipart and (
-            size >= cfg.multipart_threshold or size > caps.max_single_put
-        )
-        if not multipart:
+        if not _multipart(size, cfg.multipart_threshold, caps):
             metadata[PART_SIZE_KEY] = "0"
             async with scheduler.reserve(size) as lease:
                 buf = lease.buffer()
@@ -128,6 +135,32 @@ async def _journal_new_upload(
             # Queued on the journal's one thread, after the write it undoes.
             await asyncio.shield(engine.journal.upload_done(dest))
         raise
+
+
+def _multipart(size: int, threshold: int, caps: Capabilities) -> bool:
+    """Whether a file of ``size`` bytes is sent in parts."""
+    return caps.multipart and (size >= threshold or size > caps.max_single_put)
+
+
+async def _put_whole(
+    engine: Engine, path: Path, backend: Backend, key: str, size: int
+) -> int | None:
+    """A file sent in one request: ONE worker-thread call opens, reads, hashes
+    and checks it (:func:`.localfile.read_whole_file`), then one put; no journal
+    (nothing to resume). None if the file no longer has ``size`` bytes."""
+    scheduler = engine.scheduler
+    async with scheduler.reserve(size) as lease:
+        buf = lease.buffer()
+        got = await scheduler.io_holding(
+            read_whole_file, path, buf, backend.capabilities.part_checksum
+        )
+        if got is None:
+            return None
+        checksum, mtime_ns = got
+        metadata = {MTIME_KEY: format_mtime(mtime_ns), PART_SIZE_KEY: "0"}
+        await backend.put(key, buf, WriteOptions(metadata), checksum)
+    engine.progress(size, "up")
+    return size
 
 
 def _number(part: CompletedPart) -> int:

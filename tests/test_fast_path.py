@@ -1,6 +1,10 @@
-"""The download path: single-request objects in one GET and one worker-thread
-call, no journal, nothing half-written under the real name; every body
-received into a pooled buffer (moto S3 over HTTP, the real S3 backend)."""
+"""The per-file fast path (moto S3 over HTTP, the real S3 backend).
+
+Downloads: a single-request object is one GET and one worker-thread call, no
+journal, nothing half-written under the real name; every body is received
+into a pooled buffer. Uploads: a single-request file is one worker-thread
+call and one put, no journal. Events: only the kinds someone listens to are
+built."""
 
 from __future__ import annotations
 
@@ -154,3 +158,105 @@ async def test_small_objects_reuse_pooled_buffers(
         assert budget.peak <= budget.capacity
         assert budget.in_use == 0
     assert tree(tmp_path / "dst") == tree(src)
+
+
+# -- uploads of single-request files -----------------------------------------------
+
+
+async def test_single_request_upload_one_thread_call_no_journal(
+    bucket: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    """A file sent in one request: one worker-thread call (open, read, hash,
+    identity check), then the put; the journal is never touched."""
+    src = tmp_path / "src"
+    write_tree(src, {"a.bin": 300 * KiB})
+    config = SMALL.evolve(state_dir=str(tmp_path / "state"))
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        executor = c._engine.scheduler.executor
+        calls: list[str] = []
+        submit = executor.submit
+
+        def counting_submit(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            calls.append(getattr(fn, "__name__", repr(fn)))
+            return submit(fn, *args, **kwargs)
+
+        executor.submit = counting_submit  # type: ignore[method-assign]
+        r = await c.upload_file(src / "a.bin", f"s3://{bucket}/p/a.bin")
+        assert r.ok
+        assert calls == ["read_whole_file"]
+        executor.submit = submit  # type: ignore[method-assign]
+        back = await c.download_file(f"s3://{bucket}/p/a.bin", tmp_path / "back")
+    assert back.ok
+    assert (tmp_path / "back").read_bytes() == (src / "a.bin").read_bytes()
+    assert (tmp_path / "back").stat().st_mtime_ns == (src / "a.bin").stat().st_mtime_ns
+    assert not _journal(config).exists()
+
+
+async def test_single_request_upload_of_a_file_that_changed_size_since_listed(
+    bucket: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    """The size a listing gave is a hint: a file that grew or shrank since is
+    sent as it is now (the general path), never cut to the old size."""
+    from synxfer.engine.upload import upload_path
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 5000)
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint) as c:
+        backend, key = await c.backend(f"s3://{bucket}/f")
+        for listed in (4000, 6000):
+            sent = await upload_path(c._engine, path, backend, key, listed)
+            assert sent == 5000
+            assert (await backend.stat(key)).size == 5000
+
+
+# -- events ------------------------------------------------------------------------
+
+
+class _Only:
+    """An ``on_event`` callback that asks for DONE events only."""
+
+    event_kinds = frozenset({synxfer.EventKind.DONE})
+
+    def __init__(self) -> None:
+        self.events: list[synxfer.Event] = []
+
+    def __call__(self, event: synxfer.Event) -> None:
+        self.events.append(event)
+
+
+async def test_events_are_built_only_for_kinds_someone_listens_to(
+    bucket: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    write_tree(src, {"a": 10, "b": 20, "c/d": 30})
+    narrow = _Only()
+    every: list[synxfer.Event] = []
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint, on_event=narrow) as c:
+        r = await c.sync_to(src, f"s3://{bucket}/one")
+    assert r.files_transferred == 3
+    assert r.bytes_uploaded == 60  # accounting does not depend on listeners
+    assert sorted(e.src for e in narrow.events) == sorted(str(src / n) for n in ("a", "b", "c/d"))
+    assert {e.kind for e in narrow.events} == {synxfer.EventKind.DONE}
+    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint, on_event=every.append) as c:
+        await c.sync_to(src, f"s3://{bucket}/two")
+    assert {e.kind for e in every} == {
+        synxfer.EventKind.STARTED,
+        synxfer.EventKind.PROGRESS,
+        synxfer.EventKind.DONE,
+    }
+
+
+def test_cli_printer_asks_only_for_what_it_prints() -> None:
+    import io
+
+    from synxfer.cli._output import EventPrinter, Progress
+
+    K = synxfer.EventKind
+    quiet = EventPrinter(quiet=True, out=io.StringIO(), err=io.StringIO())
+    assert quiet.event_kinds == {K.FAILED, K.RETRY}
+    lines = EventPrinter(out=io.StringIO(), err=io.StringIO())
+    assert lines.event_kinds == {K.DONE, K.FAILED, K.RETRY}
+    json_lines = EventPrinter(json_lines=True, quiet=True, out=io.StringIO())
+    assert json_lines.event_kinds == {K.DONE, K.SKIPPED, K.FAILED, K.RETRY}
+    bar = EventPrinter(quiet=True, progress=Progress(io.StringIO()), out=io.StringIO())
+    assert bar.event_kinds == {K.STARTED, K.PROGRESS, K.DONE, K.FAILED, K.RETRY}
