@@ -193,6 +193,18 @@ class EventPrinter:
         #: Called once when writing output fails (the CLI cancels the run).
         self.on_output_error: Callable[[], object] | None = None
 
+    @property
+    def event_kinds(self) -> frozenset[EventKind]:
+        """The events this printer uses; the engine builds no others."""
+        kinds = {EventKind.FAILED, EventKind.RETRY}
+        if self.progress is not None:
+            kinds |= {EventKind.STARTED, EventKind.PROGRESS, EventKind.DONE}
+        if self.json_lines:
+            kinds |= {EventKind.DONE, EventKind.SKIPPED}
+        elif not self.quiet:
+            kinds.add(EventKind.DONE)
+        return frozenset(kinds)
+
     def __call__(self, event: Event) -> None:
         if self.output_error is not None:
             return

@@ -58,6 +58,15 @@ _current: contextvars.ContextVar[tuple[Run, Job] | None] = contextvars.ContextVa
 )
 
 
+def _wanted(on_event: EventHook | None) -> frozenset[EventKind]:
+    """Every kind for a plain callback; what it names in ``event_kinds`` if it
+    has that attribute (the CLI's printer does); none without a callback."""
+    if on_event is None:
+        return frozenset()
+    kinds = getattr(on_event, "event_kinds", None)
+    return frozenset(EventKind) if kinds is None else frozenset(kinds)
+
+
 def describe_error(exc: BaseException, named: tuple[str, ...] = ()) -> str:
     """A one-line, user-facing description of why a file failed.
 
@@ -91,6 +100,9 @@ class Engine:
     def __init__(self, config: TransferConfig, on_event: EventHook | None = None) -> None:
         self.config = config
         self.on_event = on_event
+        #: The kinds of event anyone listens to: no other event is even built.
+        #: A callback may narrow them with an ``event_kinds`` attribute.
+        self.wanted: frozenset[EventKind] = _wanted(on_event)
         self.scheduler = Scheduler(config)
         self.journal = ResumeJournal(config.resume, config.state_dir)
 
@@ -129,9 +141,10 @@ class Engine:
             log.exception("the on_event callback raised on %s; the transfer goes on", event)
 
     def _event(self, kind: EventKind, job: Job, run: Run, **kw: object) -> None:
-        self.emit(
-            Event(kind, job.action, job.src, job.dst, size=job.size, dryrun=run.dryrun, **kw)  # type: ignore[arg-type]
-        )
+        if kind in self.wanted:
+            self.emit(
+                Event(kind, job.action, job.src, job.dst, size=job.size, dryrun=run.dryrun, **kw)  # type: ignore[arg-type]
+            )
 
     def started(self, run: Run, job: Job) -> None:
         self._event(EventKind.STARTED, job, run)
