@@ -9,7 +9,6 @@ is closed early (``synxfer ls ... | head``).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import datetime as _dt
 import json
@@ -18,15 +17,13 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError, TransferFailed
 from .._models import ObjectInfo, TransferResult
 from .._url import parse_location
-from ..backend import resolve
-from ..client import Client
 from ._args import (
     FilterAction,
     Parser,
@@ -36,6 +33,12 @@ from ._args import (
     size_arg,
 )
 from ._output import EventPrinter, Progress, redact, summary_line
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+# The client, the engine, asyncio and the backends are imported by the commands
+# that use them: `synxfer --version` and `synxfer --help` load none of them.
 
 __all__ = ["build_parser", "main"]
 
@@ -288,6 +291,8 @@ def _setup_logging(verbose: int) -> None:
 
 def _check_locations(args: argparse.Namespace) -> None:
     """Fail fast, with exit code 2, on malformed URLs, unknown schemes, missing paths."""
+    from ..backend import resolve
+
     values = [args.src, args.dst] if args.command in ("cp", "sync") else [args.url]
     locations = [parse_location(v) for v in values]
     for loc in locations:
@@ -388,6 +393,8 @@ async def _ls(client: Client, args: argparse.Namespace) -> None:
 
 async def _tick(progress: Progress) -> None:
     """Keep the progress line's rate fresh while no events arrive."""
+    import asyncio
+
     while True:
         await asyncio.sleep(0.25)
         try:
@@ -397,6 +404,10 @@ async def _tick(progress: Progress) -> None:
 
 
 async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> TransferResult | None:
+    import asyncio
+
+    from ..client import Client
+
     async with Client(
         _config(args),
         endpoint_url=args.endpoint_url,
@@ -467,6 +478,8 @@ def _oserror_message(exc: OSError) -> str:
 
 def _exit_code(exc: BaseException, args: argparse.Namespace, printer: EventPrinter | None) -> int:
     """Report ``exc`` on stderr (never with a traceback unless -v) and pick the exit code."""
+    import asyncio
+
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return _exit_code(exc.exceptions[0], args, printer)
     if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
@@ -509,6 +522,8 @@ def _exit_code(exc: BaseException, args: argparse.Namespace, printer: EventPrint
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``synxfer`` command; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    import asyncio
+
     _setup_logging(args.verbose)
     printer: EventPrinter | None = None
     if args.command != "ls":
