@@ -104,6 +104,7 @@ from ._wire import (
     multipart_related,
     object_info,
     resource,
+    stored_metadata,
     stream_body,
 )
 
@@ -462,7 +463,7 @@ class GcsBackend(Backend):
         body: dict[str, Any] = {}
         if replace:
             body = {
-                "metadata": dict(options.metadata),
+                "metadata": stored_metadata(options.metadata),
                 "contentType": content_type(options.content_type),
             }
         path = f"{self.http.object_path(src_key)}/rewriteTo/b/{self._b}/o/{quote(dst_key, safe='')}"
