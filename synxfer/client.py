@@ -74,7 +74,11 @@ class Client:
     ``endpoint_url``, ``region`` and ``profile`` are passed to every backend
     (as with aws-cli's options of the same names); ``endpoints`` gives a
     scheme its own endpoint (``{"s3": "http://…"}``), which a copy between
-    two services needs; ``backend_options`` passes backend-specific settings
+    two services needs (``endpoint_url`` alone is refused there with a
+    ConfigError: it would be sent to both). Without either, each service's
+    own setting applies: ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` for
+    ``s3``, ``STORAGE_EMULATOR_HOST`` for ``gs``, ``SCP_ENDPOINT_URL`` for
+    ``scp``. ``backend_options`` passes backend-specific settings
     by scheme (``{"blocks": {"cluster": "sites.toml"}}``, which become
     ``BackendOptions.extra``). ``on_event`` receives progress
     :class:`~synxfer.Event` objects on the event loop; keep it quick.
@@ -188,6 +192,25 @@ class Client:
                     raise
                 self._backends[ident] = backend
         return backend
+
+    def _check_endpoints(self, *locations: Location) -> None:
+        """``endpoint_url`` serves one service: refuse it for two unless each has its own.
+
+        ``file://`` is no service (it has no endpoint). Schemes named in
+        ``endpoints`` take theirs, so at most one may be left to ``endpoint_url``.
+        """
+        if self._options.endpoint_url is None:
+            return
+        unnamed = sorted(
+            {loc.scheme for loc in locations if loc.scheme != "file"} - self._endpoints.keys()
+        )
+        if len(unnamed) > 1:
+            schemes = " and ".join(f"{scheme}://" for scheme in unnamed)
+            example = ", ".join(f'"{scheme}": "https://..."' for scheme in unnamed)
+            raise ConfigError(
+                f"endpoint_url is ambiguous for a copy between {schemes}: it would be sent "
+                f"to both services; give each its own endpoint, endpoints={{{example}}}"
+            )
 
     @staticmethod
     def _remote(url: str) -> Location:
@@ -333,6 +356,7 @@ class Client:
         """One object to another remote location; a key ending in ``/`` gets its name."""
         if not s.key or s.key.endswith("/"):
             raise ConfigError(f"{s} names no object; use --recursive to copy a prefix")
+        self._check_endpoints(s, d)
         src, dst = await self._backend(s), await self._backend(d)
         info = await src.stat(s.key)
         key = d.key + posixpath.basename(s.key) if not d.key or d.key.endswith("/") else d.key
@@ -343,6 +367,7 @@ class Client:
         self, s: Location, d: Location, args: PlanArgs, dryrun: bool
     ) -> TransferResult:
         """Everything under one remote prefix to another (copy or sync)."""
+        self._check_endpoints(s, d)
         src, dst = await self._backend(s), await self._backend(d)
         run = Run(dryrun)
         jobs = await plan_copy(

@@ -72,8 +72,11 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group.add_argument(
         "--endpoint-url",
         metavar="URL",
-        default=default(os.environ.get("AWS_ENDPOINT_URL") or None),
-        help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL)",
+        default=default(None),
+        help="the endpoint of the command's one remote service (default: the service's "
+        "own setting: $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL for s3, "
+        "$STORAGE_EMULATOR_HOST for gs, $SCP_ENDPOINT_URL for scp); between two "
+        "services use --endpoint",
     )
     group.add_argument(
         "--endpoint",
@@ -313,6 +316,20 @@ def _check_locations(args: argparse.Namespace) -> None:
         )
     if src.is_local and src.path is not None and not os.path.lexists(src.path):
         raise ConfigError(f"the local path {args.src!r} does not exist")
+    _check_endpoint_url(args, src.scheme, dst.scheme)
+
+
+def _check_endpoint_url(args: argparse.Namespace, *schemes: str) -> None:
+    """--endpoint-url names one service's endpoint: with two, say which (exit 2)."""
+    named = {scheme for scheme, _ in args.endpoint or []}
+    unnamed = sorted({s for s in schemes if s not in ("", "file")} - named)
+    if args.endpoint_url and len(unnamed) > 1:
+        choices = " or ".join(f"--endpoint {scheme}={args.endpoint_url}" for scheme in unnamed)
+        raise ConfigError(
+            f"--endpoint-url is ambiguous between {' and '.join(unnamed)}: say which "
+            f"service it is for, e.g. {choices} (and give the other one its own --endpoint "
+            "if it needs one)"
+        )
 
 
 def _backend_options(items: list[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
