@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TypedDict, Unpack
 
 from ._config import TransferConfig, check_capabilities
-from ._exceptions import ConfigError
+from ._exceptions import BucketNotFound, ConfigError, NotFound
 from ._models import Event, ObjectInfo, TransferResult
 from ._url import Location, parse_location
 from .backend import Backend, BackendOptions, open_backend
@@ -239,9 +239,9 @@ class Client:
         ``/``) as ``path`` receives the object under its own name."""
         loc = self._remote(url)
         if not loc.key or loc.key.endswith("/"):
-            raise ConfigError(f"{url!r} names no object; give the full key, or use sync")
+            raise _prefix_error(url, "copy")
         backend = await self._backend(loc)
-        info = await backend.stat(loc.key)
+        info = await _stat_object(backend, loc.key, url, "copy")
         dest = Path(path)
         if dest.is_dir() or str(path).endswith(("/", os.sep)):
             dest = dest / posixpath.basename(loc.key)
@@ -355,10 +355,10 @@ class Client:
     async def _copy_one(self, s: Location, d: Location, dryrun: bool) -> TransferResult:
         """One object to another remote location; a key ending in ``/`` gets its name."""
         if not s.key or s.key.endswith("/"):
-            raise ConfigError(f"{s} names no object; use --recursive to copy a prefix")
+            raise _prefix_error(str(s), "copy")
         self._check_endpoints(s, d)
         src, dst = await self._backend(s), await self._backend(d)
-        info = await src.stat(s.key)
+        info = await _stat_object(src, s.key, str(s), "copy")
         key = d.key + posixpath.basename(s.key) if not d.key or d.key.endswith("/") else d.key
         job = CopyJob(src, s.key, dst, key, info.size, info.etag)
         return await self._execute([job], dryrun)
@@ -413,7 +413,9 @@ class Client:
         backend = await self._backend(loc)
         if not recursive:
             if not loc.key or loc.key.endswith("/"):
-                raise ConfigError(f"{url!r} names no object; use --recursive to delete a prefix")
+                raise _prefix_error(url, "delete")
+            # Deleting a missing key succeeds on object stores: say so instead.
+            await _stat_object(backend, loc.key, url, "delete")
             return await self._execute([DeleteRemoteJob(backend, [loc.key])], dryrun)
         prefix = _as_prefix(loc.key)
         flt = Filters(filters)
@@ -443,7 +445,7 @@ def _plan_args(options: SyncOptions, follow_symlinks: bool) -> PlanArgs:
     modes = (Compare.SIZE_ONLY, Compare.EXACT_TIMESTAMPS, Compare.CHECKSUM)
     chosen = [m for m in modes if options.get(m.value.replace("-", "_"), False)]
     if len(chosen) > 1:
-        names = " and ".join(f"--{m.value}" for m in chosen)
+        names = " and ".join(f"{m.value.replace('-', '_')}=True" for m in chosen)
         raise ConfigError(f"{names} cannot be combined; choose one way to compare")
     flt = Filters.build(
         options.get("filters", ()), options.get("exclude", ()), options.get("include", ())
@@ -456,7 +458,7 @@ def _existing_file(path: Path) -> Path:
     if not path.exists():
         raise ConfigError(f"{path}: no such file")
     if path.is_dir():
-        raise ConfigError(f"{path} is a directory; use sync or copy --recursive")
+        raise ConfigError(f"{path} is a directory: copy it with recursive=True, or sync it")
     return path
 
 
@@ -472,6 +474,28 @@ def _dest_dir(path: Path) -> Path:
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{path} exists and is not a directory")
     return path
+
+
+def _prefix_error(url: str, verb: str) -> ConfigError:
+    return ConfigError(
+        f"{url} names a prefix, not an object: {verb} everything under it with recursive=True"
+    )
+
+
+async def _stat_object(backend: Backend, key: str, url: str, verb: str) -> ObjectInfo:
+    """The object's info; a missing key that is a prefix says to use ``recursive``.
+
+    Raises NotFound (BucketNotFound for a missing bucket) naming ``url`` otherwise.
+    """
+    try:
+        return await backend.stat(key)
+    except BucketNotFound:
+        raise
+    except NotFound as exc:
+        page = await backend.list_page(key + "/")
+        if page.items:
+            raise _prefix_error(url, verb) from None
+        raise NotFound(f"{url}: no such object", url=url, status=exc.status) from None
 
 
 def _local_remote_error(s: Location, d: Location) -> ConfigError:

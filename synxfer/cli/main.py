@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -273,8 +274,21 @@ def build_parser() -> Parser:
 # --------------------------------------------------------------------------- helpers
 
 
-def _error(message: str) -> None:
-    print(f"synxfer: error: {redact(message)}", file=sys.stderr)
+def _error(message: str, args: argparse.Namespace | None = None, code: int = 1) -> None:
+    """``synxfer: error: …`` on stderr; with ``--json`` also an error object on stdout."""
+    text = redact(_cli_words(message))
+    print(f"synxfer: error: {text}", file=sys.stderr)
+    if args is not None and getattr(args, "json", False):
+        with contextlib.suppress(OSError):
+            print(json.dumps({"type": "error", "error": text, "exit_code": code}), flush=True)
+
+
+#: Library messages name keyword arguments (``recursive=True``); here, the flags.
+_API_WORDS = re.compile(r"\b(recursive|follow_symlinks|size_only|exact_timestamps|checksum)=True\b")
+
+
+def _cli_words(message: str) -> str:
+    return _API_WORDS.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
 def _setup_logging(verbose: int) -> None:
@@ -516,29 +530,50 @@ def _exit_code(exc: BaseException, args: argparse.Namespace, printer: EventPrint
     if isinstance(exc, TransferFailed):
         if printer is not None:
             return _finish(args, printer, exc.result)
-        _error(str(exc))
+        _error(str(exc), args, 1)
         return 1
     if isinstance(exc, ConfigError):
-        _error(str(exc))
+        _error(str(exc), args, 2)
         return 2
     if isinstance(exc, SynxferError):
-        _error(str(exc))
+        _error(str(exc), args, 1)
         return 1
     if isinstance(exc, _LOCAL_PATH_ERRORS):
-        _error(_oserror_message(exc))
+        _error(_oserror_message(exc), args, 2)
         return 2
     if isinstance(exc, OSError):
-        _error(_oserror_message(exc))
+        _error(_oserror_message(exc), args, 1)
         return 1
     if args.verbose:
         traceback.print_exception(exc)
-    _error(f"unexpected {type(exc).__name__}: {exc} (rerun with -v for details)")
+    _error(f"unexpected {type(exc).__name__}: {exc} (rerun with -v for details)", args, 1)
     return 1
+
+
+def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; a usage error with ``--json`` also prints an error object on stdout."""
+    if "--json" not in argv:
+        return parser.parse_args(argv)
+    import io
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2:
+            lines = captured.getvalue().splitlines()
+            message = next((line for line in reversed(lines) if ": error: " in line), "")
+            error = message.partition(": error: ")[2] or "invalid arguments"
+            print(json.dumps({"type": "error", "error": error, "exit_code": 2}), flush=True)
+        raise
+    finally:
+        sys.stderr.write(captured.getvalue())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``synxfer`` command; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), sys.argv[1:] if argv is None else list(argv))
     import asyncio
 
     _setup_logging(args.verbose)

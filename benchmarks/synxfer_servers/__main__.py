@@ -1,0 +1,121 @@
+"""``python -m synxfer_servers s3``: an embedded S3 server to try synxfer on.
+
+moto's S3 on 127.0.0.1 (never another address), verifying Content-MD5 and
+``x-amz-checksum-*`` as S3 does, until Ctrl-C. It takes any credentials;
+the banner it prints says which to export. ``--bucket NAME`` (repeatable)
+creates buckets at start; later ones with any S3 client, or a plain
+``curl -X PUT http://127.0.0.1:PORT/NAME``. Everything lives in memory and
+is gone when the server stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from .s3 import HOST, _moto_app
+
+__all__ = ["main"]
+
+#: What the banner tells the user to export: moto accepts any key pair.
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m synxfer_servers",
+        description="Run a local server to try synxfer on (127.0.0.1 only, in memory).",
+    )
+    sub = parser.add_subparsers(dest="server", metavar="SERVER", required=True)
+    s3 = sub.add_parser("s3", help="moto's S3 on 127.0.0.1", description=__doc__)
+    s3.add_argument(
+        "--port", type=int, default=9000, help="port to listen on (default 9000; 0: any free)"
+    )
+    s3.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket at start (repeatable)",
+    )
+    return parser
+
+
+def _create_bucket(endpoint: str, name: str) -> None:
+    """``PUT /NAME``: moto needs no signature, so no client library either."""
+    import http.client
+
+    host, port = endpoint.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("PUT", f"/{name}", headers={"Content-Length": "0"})
+        response = conn.getresponse()
+        body = response.read()
+    finally:
+        conn.close()
+    if response.status != 200:
+        detail = body.decode(errors="replace")[:300]
+        raise SystemExit(f"cannot create bucket {name!r}: HTTP {response.status} {detail}")
+
+
+def serve_s3(port: int, buckets: Sequence[str]) -> int:
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    class QuietHandler(MotoRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            pass
+
+    try:
+        server = make_server(HOST, port, _moto_app(), threaded=True, request_handler=QuietHandler)
+    except OSError as exc:
+        print(f"synxfer_servers: cannot listen on {HOST}:{port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    endpoint = f"http://{HOST}:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.start()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for name in buckets:
+            _create_bucket(endpoint, name)
+        exports = " ".join(f"{k}={v}" for k, v in DUMMY_CREDENTIALS.items())
+        print(
+            f"S3 (moto) listening on {endpoint}\n"
+            f"Any credentials work; in another shell:\n"
+            f"  export {exports}\n"
+            f"  export AWS_ENDPOINT_URL={endpoint}\n"
+            f"Buckets: {', '.join(buckets) or '(none)'}; make one with "
+            f"`curl -X PUT {endpoint}/NAME` or --bucket NAME.\n"
+            "In memory only; Ctrl-C stops it.",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return serve_s3(args.port, args.bucket)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
