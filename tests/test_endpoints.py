@@ -139,3 +139,11 @@ async def test_client_refuses_one_endpoint_url_for_two_services(
     async with synxfer.Client(SMALL, endpoint_url="http://127.0.0.1:9", endpoints=named) as client:
         assert (await client.copy(f"s3://{bucket}/d/k", f"gs://{gs_bucket}/k")).ok
     assert _gs_object(gcs_endpoint, gs_bucket, "k") == b"y"
+
+
+def test_gcs_endpoint_errors_name_no_cli_flag() -> None:
+    from synxfer_gcs import resolve_endpoint
+
+    with pytest.raises(synxfer.ConfigError, match="invalid GCS endpoint 'ftp://x'") as info:
+        resolve_endpoint(synxfer.BackendOptions(endpoint_url="ftp://x"))
+    assert "--" not in str(info.value)

@@ -57,7 +57,7 @@ def resolve_endpoint(options: BackendOptions) -> tuple[str, bool]:
     """
     emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
     if options.endpoint_url:
-        raw, source = options.endpoint_url, "--endpoint-url"
+        raw, source = options.endpoint_url, "the endpoint given for gs://"
     elif emulator:
         raw, source = emulator, "STORAGE_EMULATOR_HOST"
         if "://" not in raw:

@@ -11,8 +11,8 @@ form on S3). On GCS rclone writes and reads ``mtime`` in RFC 3339 with
 nanoseconds (Go's ``RFC3339Nano``, e.g. ``2023-11-14T22:13:20.123456789Z``),
 so this backend stores it that way (:func:`stored_metadata`) and gives the
 engine decimal seconds back (:func:`read_metadata`) whichever form an object
-carries: RFC 3339 with any offset, decimal (objects synxfer wrote before
-0.1.0 switched), or, when there is no ``mtime``, gsutil's
+carries: RFC 3339 with any offset, decimal (objects synxfer wrote
+before it switched), or, when there is no ``mtime``, gsutil's
 ``goog-reserved-file-mtime`` (whole seconds), which rclone reads too.
 """
 
@@ -163,7 +163,7 @@ def stored_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
 def read_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     """Metadata as the engine reads it: ``mtime`` in decimal seconds.
 
-    From RFC 3339 (rclone's, and synxfer's since 0.1.0), decimal (synxfer's
+    From RFC 3339 (rclone's, and synxfer's now), decimal (synxfer's
     older objects: kept as is), or gsutil's ``goog-reserved-file-mtime``
     when there is no ``mtime``. A value none of these parse is left alone.
     """
