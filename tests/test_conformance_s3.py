@@ -1,13 +1,14 @@
 """The conformance kit against the S3 and SCP backends, on an in-process moto server.
 
-Opening an aiobotocore client costs a tenth of a second or more, so each
-backend is opened once for the module (on a module-scoped event loop) on one
-fresh bucket, and every test works under its own unique key prefix -- the
-``key_prefix`` hook of :class:`~synxfer.testing.BackendFixtures`.
+Each backend is opened once for the module (on a module-scoped event loop)
+on one fresh bucket, and every test works under its own unique key prefix --
+the ``key_prefix`` hook of :class:`~synxfer.testing.BackendFixtures` -- so
+the module also exercises one connection pool across many tests.
 
-Bare moto does not verify ``Content-MD5``; the server from
-:func:`synxfer_servers.s3.moto_server` does (as S3 and SCP do), so the
-kit's wrong-checksum tests run for real.
+Bare moto verifies neither ``Content-MD5`` nor ``x-amz-checksum-crc32c``;
+the server from :func:`synxfer_servers.s3.moto_server` verifies both (as S3
+does; SCP knows only Content-MD5), so the kit's wrong-checksum tests run for
+real: against CRC32C for S3 (its default part checksum) and MD5 for SCP.
 """
 
 from __future__ import annotations
@@ -103,8 +104,14 @@ class ScpFixtures(SharedBucketFixtures):
 
 
 class TestS3Backend(S3Fixtures, BackendConformance):
-    """Every conformance test, on S3 (moto)."""
+    """Every conformance test, on S3 (moto): CRC32C part checksums."""
+
+    async def test_part_checksum_is_crc32c(self, backend: Backend) -> None:
+        assert backend.capabilities.part_checksum == "crc32c"
 
 
 class TestScpBackend(ScpFixtures, BackendConformance):
-    """Every conformance test, on SCP's S3 profile (moto)."""
+    """Every conformance test, on SCP's S3 profile (moto): Content-MD5 only."""
+
+    async def test_part_checksum_is_md5(self, backend: Backend) -> None:
+        assert backend.capabilities.part_checksum == "md5"

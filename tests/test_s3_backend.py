@@ -1,11 +1,16 @@
 """Focused tests of the S3 and SCP backends against moto's real HTTP server.
 
 The server runs in-process (one per module). In front of moto sits a small
-WSGI layer that (a) verifies Content-MD5 the way S3 does -- moto does not --
-so every put and part in this module is checked end to end, (b) records each
-request's method, path, query and headers, and (c) injects faults for keys
+WSGI layer that (a) verifies Content-MD5 and x-amz-checksum-crc32c the way S3
+does -- moto does not -- so every put and part in this module is checked end
+to end, and holds a multipart upload created with a checksum algorithm to it
+(``synxfer_servers.s3.VerifyChecksums``), (b) records each request's method,
+path, query, headers and small bodies, and (c) injects faults for keys
 containing a marker or for upload ids it is told are gone. Every test gets a
-fresh bucket, and the suite runs once per backend class (``s3`` and ``scp``).
+fresh bucket, and the suite runs once per backend class (``s3``: CRC32C part
+checksums; ``scp``: Content-MD5 only). A last section runs the S3 backend
+against SeaweedFS with auth on, which verifies signatures and CRC32C and
+reports checksums.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import base64
 import hashlib
 import io
 import logging
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -47,9 +55,12 @@ from synxfer import (
     TransientError,
     WriteOptions,
 )
+from synxfer.testing import make_checksum
 from synxfer_s3 import S3Backend, map_error
-from synxfer_s3._errors import classify
+from synxfer_s3._classify import classify
+from synxfer_s3._headers import header_checksums
 from synxfer_scp import DEFAULT_REGION, ScpBackend
+from synxfer_servers.s3 import VerifyChecksums
 
 from ._fanout import CountingLimiter
 
@@ -65,6 +76,19 @@ def md5(data: bytes) -> Checksum:
     return Checksum("md5", b64md5(data))
 
 
+def crc32c(data: bytes) -> Checksum:
+    checksum = make_checksum("crc32c", data)
+    assert checksum is not None
+    return checksum
+
+
+def native(backend: S3Backend, data: bytes) -> Checksum:
+    """The checksum ``backend`` asks the engine for (CRC32C on S3, MD5 on SCP)."""
+    checksum = make_checksum(backend.capabilities.part_checksum, data)
+    assert checksum is not None
+    return checksum
+
+
 # -- the server -----------------------------------------------------------------
 
 
@@ -74,6 +98,7 @@ class Seen:
     path: str
     query: str
     headers: dict[str, str]
+    body: bytes = b""  # kept for small requests only
 
 
 @dataclass
@@ -81,7 +106,11 @@ class S3Front:
     """WSGI middleware in front of moto: Content-MD5 checks, a request log, faults."""
 
     app: WSGIApp
+    #: moto itself, without the checksum layer (see plain_list_parts).
+    moto: WSGIApp
     seen: list[Seen] = field(default_factory=list)
+    #: Answer ListParts without part checksums, as SeaweedFS does.
+    plain_list_parts: bool = False
     #: Upload ids answered with 404 NoSuchUpload (moto answers 500 for unknown ids).
     gone_uploads: set[str] = field(default_factory=set)
     #: Requests being served now, and the most served at once (moto is threaded).
@@ -97,8 +126,9 @@ class S3Front:
         body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(body)
         path = environ.get("PATH_INFO", "")
+        small = body if len(body) < 65536 else b""
         self.seen.append(
-            Seen(environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""), headers)
+            Seen(environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""), headers, small)
         )
         sent_md5 = headers.get("content-md5")
         if sent_md5 is not None and sent_md5 != b64md5(body):
@@ -117,11 +147,14 @@ class S3Front:
                 [("Content-Range", "bytes 0-9/100"), ("Content-Length", "5"), ("ETag", '"x"')],
             )
             return [b"12345"]
+        app = self.app
+        if self.plain_list_parts and environ["REQUEST_METHOD"] == "GET" and "uploadId=" in query:
+            app = self.moto
         with self._lock:
             self.active += 1
             self.peak_active = max(self.peak_active, self.active)
         try:
-            return self.app(environ, start_response)
+            return app(environ, start_response)
         finally:
             with self._lock:
                 self.active -= 1
@@ -182,7 +215,7 @@ def server() -> Iterator[Server]:
             # Wrap moto's WSGI app; werkzeug's server calls `server.app` per request.
             wsgi = srv._server
             assert wsgi is not None
-            front = S3Front(wsgi.app)
+            front = S3Front(VerifyChecksums(wsgi.app), wsgi.app)
             wsgi.app = front
             host, port = srv.get_host_and_port()
             url = f"http://{host}:{port}"
@@ -280,6 +313,49 @@ async def test_read_empty_object_sends_no_range(backend: S3Backend, server: Serv
     assert got.info.size == 0
 
 
+async def test_read_into_receives_into_the_buffer(backend: S3Backend, server: Server) -> None:
+    data = body(100_000, seed=11)
+    put = await backend.put("ri", data, WriteOptions(metadata={"mtime": "3"}), md5(data))
+    buf = bytearray(b"\xee" * 120_000)
+    view = memoryview(buf)
+    info = await backend.read_into("ri", 0, view[:100_000])
+    assert buf[:100_000] == data
+    assert buf[100_000:] == b"\xee" * 20_000  # nothing written past the range
+    assert (info.size, info.etag, info.metadata) == (100_000, put.etag, {"mtime": "3"})
+    info = await backend.read_into("ri", 40_000, view[5:1005], if_match=put.etag)
+    assert buf[5:1005] == data[40_000:41_000]
+    assert info.size == 100_000
+    gets = [s for s in server.front.for_bucket(backend.bucket) if s.method == "GET"]
+    assert gets[-1].headers["range"] == "bytes=40000-40999"
+    # The object is shorter than the range, or changed: PreconditionFailed.
+    with pytest.raises(PreconditionFailed, match="got 1000"):
+        await backend.read_into("ri", 99_000, view[:2000])
+    with pytest.raises(PreconditionFailed, match="shorter"):
+        await backend.read_into("ri", 200_000, view[:10])
+    with pytest.raises(PreconditionFailed):
+        await backend.read_into("ri", 0, view[:10], if_match="0" * 32)
+    with pytest.raises(NotFound):
+        await backend.read_into("missing", 0, view[:10])
+    # An empty buffer reads an empty object, without a range.
+    await backend.put("ri-empty", b"", WriteOptions(), md5(b""))
+    info = await backend.read_into("ri-empty", 0, view[:0])
+    assert info.size == 0
+    assert "range" not in server.front.for_bucket(backend.bucket)[-1].headers
+    with pytest.raises(PreconditionFailed, match="larger"):  # not empty after all
+        await backend.read_into("ri", 0, view[:0])
+
+
+async def test_read_into_survives_odd_servers(backend: S3Backend) -> None:
+    data = body(300)
+    await backend.put("__norange__", data, WriteOptions(), md5(data))
+    buf = bytearray(50)
+    info = await backend.read_into("__norange__", 100, memoryview(buf))
+    assert buf == data[100:150]
+    assert info.size == 300
+    with pytest.raises(TransientError, match="short read"):  # a body cut short
+        await backend.read_into("__short__", 0, memoryview(bytearray(10)))
+
+
 async def test_if_match(backend: S3Backend) -> None:
     info = await backend.put("k", b"v1", WriteOptions(), md5(b"v1"))
     assert info.etag is not None
@@ -373,11 +449,10 @@ async def test_delete_many(backend: S3Backend, server: Server) -> None:
     posts = [s for s in server.front.for_bucket(backend.bucket) if s.query == "delete"]
     assert len(posts) == 3  # 8 keys in batches of 3
     for post in posts:
-        # Content-MD5 (verified by the front) for S3-compatible servers...
+        # Content-MD5 (verified by the front), valid on every S3-compatible
+        # server, and no flexible checksum.
         assert "content-md5" in post.headers
-        flexible = [h for h in post.headers if h.startswith("x-amz-checksum-")]
-        # ...and, for SCP, no flexible checksum at all.
-        assert flexible == ([] if backend.md5_only else ["x-amz-checksum-crc32"])
+        assert [h for h in post.headers if h.startswith("x-amz-checksum-")] == []
 
 
 async def test_copy(backend: S3Backend) -> None:
@@ -449,8 +524,8 @@ async def test_multipart_round_trip(backend: S3Backend, server: Server) -> None:
     p1, p2 = body(5 * MiB, seed=1), body(1234, seed=2)
     up = await backend.create_multipart("mp/obj", WriteOptions(metadata={"mtime": "5"}))
     # Parts may finish in any order; complete sorts them.
-    part2 = await backend.upload_part(up, 2, p2, md5(p2))
-    part1 = await backend.upload_part(up, 1, p1, md5(p1))
+    part2 = await backend.upload_part(up, 2, p2, native(backend, p2))
+    part1 = await backend.upload_part(up, 1, p1, native(backend, p1))
     assert (part1.number, part1.size) == (1, len(p1))
     assert part1.etag == hashlib.md5(p1).hexdigest()
     info = await backend.complete_multipart(up, [part2, part1])
@@ -460,6 +535,8 @@ async def test_multipart_round_trip(backend: S3Backend, server: Server) -> None:
     got = await backend.read("mp/obj")
     assert got.data == p1 + p2
     assert got.info.metadata == {"mtime": "5"}
+    # Not a checksum of the bytes, so never reported as one.
+    assert "crc32c" not in got.info.checksums
     ranged = await backend.read("mp/obj", 5 * MiB - 2, 4)
     assert ranged.data == (p1 + p2)[5 * MiB - 2 : 5 * MiB + 2]
     # A retried complete whose first response was lost: the upload is gone,
@@ -467,14 +544,75 @@ async def test_multipart_round_trip(backend: S3Backend, server: Server) -> None:
     server.front.gone_uploads.add(up.upload_id)
     again = await backend.complete_multipart(up, [part1, part2])
     assert (again.key, again.etag, again.size) == ("mp/obj", info.etag, info.size)
-    # Bodies went out with Content-MD5 (verified by the front), no flexible
-    # checksums, and unsigned payloads (no SHA-256 of every body).
-    parts = [s for s in server.front.for_bucket(backend.bucket) if "partNumber=" in s.query]
+    # Bodies went out with the backend's checksum (verified by the front) and
+    # unsigned payloads (no SHA-256 of every body). On S3 the upload declared
+    # CRC32C and the complete listed each part's; SCP knows only Content-MD5.
+    seen = server.front.for_bucket(backend.bucket)
+    parts = [s for s in seen if "partNumber=" in s.query]
+    create = next(s for s in seen if s.query == "uploads")
+    complete = next(s for s in seen if s.method == "POST" and "uploadId=" in s.query)
     assert len(parts) == 2
-    for seen in parts:
-        assert "content-md5" in seen.headers
-        assert not [h for h in seen.headers if h.startswith("x-amz-checksum-")]
-        assert seen.headers.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD"
+    for part in parts:
+        flexible = [h for h in part.headers if h.startswith("x-amz-checksum-")]
+        if backend.md5_only:
+            assert "content-md5" in part.headers
+            assert flexible == []
+        else:
+            assert "content-md5" not in part.headers
+            assert flexible == ["x-amz-checksum-crc32c"]
+        assert part.headers.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD"
+    if backend.md5_only:
+        assert "x-amz-checksum-algorithm" not in create.headers
+        assert b"Checksum" not in complete.body
+    else:
+        assert create.headers["x-amz-checksum-algorithm"] == "CRC32C"
+        for part_data in (p1, p2):
+            tag = f"<ChecksumCRC32C>{crc32c(part_data).value}</ChecksumCRC32C>"
+            assert tag.encode() in complete.body
+
+
+async def test_resumed_upload_completes_with_listed_part_checksums(
+    backend: S3Backend, server: Server
+) -> None:
+    """Another backend (a later run) completes an upload from ListParts alone:
+    S3 reports each part's CRC32C there (the test server does as S3 does)."""
+    p1, p2 = body(5 * MiB, seed=7), body(99, seed=8)
+    up = await backend.create_multipart("mp/resumed", WriteOptions())
+    await backend.upload_part(up, 1, p1, native(backend, p1))
+    await backend.upload_part(up, 2, p2, native(backend, p2))
+    cls = type(backend)
+    async with cls(backend.bucket, BackendOptions(endpoint_url=server.url)) as later:
+        parts = await later.list_parts(up)
+        assert [(p.number, p.size) for p in parts] == [(1, len(p1)), (2, len(p2))]
+        info = await later.complete_multipart(up, parts)
+    assert info.size == len(p1) + len(p2)
+    assert (await backend.read("mp/resumed")).data == p1 + p2
+
+
+async def test_parts_without_a_known_checksum_are_sent_again(
+    backend: S3Backend, server: Server
+) -> None:
+    """A server whose ListParts reports no part checksums (SeaweedFS): a later
+    run cannot complete the CRC32C parts an earlier one sent, so they are not
+    listed (the engine sends them again); parts it sent itself are."""
+    p1, p2 = body(5 * MiB, seed=3), body(10, seed=4)
+    up = await backend.create_multipart("mp/plain", WriteOptions())
+    await backend.upload_part(up, 1, p1, native(backend, p1))
+    server.front.plain_list_parts = True
+    try:
+        async with type(backend)(backend.bucket, BackendOptions(endpoint_url=server.url)) as later:
+            listed = await later.list_parts(up)
+            if backend.md5_only:  # nothing to complete with: all parts count
+                assert [p.number for p in listed] == [1]
+            else:
+                assert listed == []
+            part1 = await later.upload_part(up, 1, p1, native(backend, p1))
+            part2 = await later.upload_part(up, 2, p2, native(backend, p2))
+            assert [p.number for p in await later.list_parts(up)] == [1, 2]
+            await later.complete_multipart(up, [part1, part2])
+    finally:
+        server.front.plain_list_parts = False
+    assert (await backend.read("mp/plain")).data == p1 + p2
 
 
 async def test_multipart_complete_of_unknown_upload(backend: S3Backend, server: Server) -> None:
@@ -500,6 +638,20 @@ async def test_multipart_abort_leaves_nothing(backend: S3Backend, server: Server
     await backend.abort_multipart(up)  # NoSuchUpload: already gone, fine
 
 
+async def test_wrong_crc32c_is_rejected(backend: S3Backend) -> None:
+    data = b"the real bytes"
+    wrong = crc32c(b"other bytes")
+    with pytest.raises(TransientError, match="BadDigest") as exc:  # corrupted in transit
+        await backend.put("bad-crc", data, WriteOptions(), wrong)
+    assert exc.value.status == 400
+    with pytest.raises(NotFound):
+        await backend.stat("bad-crc")
+    up = await backend.create_multipart("bad-crc-mp", WriteOptions())
+    with pytest.raises(TransientError, match="BadDigest"):
+        await backend.upload_part(up, 1, data, wrong)
+    await backend.abort_multipart(up)
+
+
 async def test_wrong_content_md5_is_rejected(backend: S3Backend) -> None:
     data = b"the real bytes"
     wrong = md5(b"other bytes")
@@ -523,12 +675,21 @@ async def test_wrong_content_md5_is_rejected(backend: S3Backend) -> None:
 async def test_put_checksum_header(backend: S3Backend, server: Server) -> None:
     await backend.put("h", b"abc", WriteOptions(), md5(b"abc"))
     await backend.put("h2", b"abc", WriteOptions())  # no checksum given: none sent
+    await backend.put("h3", b"abc", WriteOptions(), crc32c(b"abc"))
     puts = [s for s in server.front.for_bucket(backend.bucket) if s.method == "PUT"]
-    assert puts[-2].headers["content-md5"] == b64md5(b"abc")
-    assert "content-md5" not in puts[-1].headers
-    for seen in puts[-2:]:
+    assert puts[-3].headers["content-md5"] == b64md5(b"abc")
+    assert "content-md5" not in puts[-2].headers
+    for seen in puts[-3:-1]:
         assert not [h for h in seen.headers if h.startswith("x-amz-checksum-")]
+    assert puts[-1].headers["x-amz-checksum-crc32c"] == crc32c(b"abc").value
+    assert "content-md5" not in puts[-1].headers
+    for seen in puts[-3:]:
         assert seen.headers.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD"
+    # Reads and HEADs ask for the object's checksums.
+    await backend.stat("h")
+    await backend.read("h")
+    for seen in server.front.for_bucket(backend.bucket)[-2:]:
+        assert seen.headers["x-amz-checksum-mode"] == "ENABLED"
 
 
 async def test_transient_server_errors(backend: S3Backend) -> None:
@@ -549,7 +710,7 @@ async def test_connection_refused_is_transient() -> None:
         with pytest.raises(TransientError) as exc:
             await b.stat("k")
     assert exc.value.url == "s3://b/k"
-    assert isinstance(exc.value.__cause__, EndpointConnectionError)
+    assert "cannot connect to http://127.0.0.1:1" in str(exc.value)
 
 
 async def test_missing_credentials(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -609,17 +770,75 @@ async def test_client_config(server: Server) -> None:
         endpoint_url=server.url, max_connections=7, connect_timeout=3.0, read_timeout=9.0
     )
     async with S3Backend("b", opts) as b:
-        config = b._s3.meta.config
-        assert config.max_pool_connections == 7
-        assert (config.connect_timeout, config.read_timeout) == (3.0, 9.0)
-        assert config.retries == {"total_max_attempts": 1, "mode": "standard"}
-        assert config.request_checksum_calculation == "when_required"
-        assert config.response_checksum_validation == "when_required"
-        assert config.s3 == {"addressing_style": "auto", "payload_signing_enabled": False}
+        http = b.wire._http
+        assert http.max_connections == 7
+        assert (http.connect_timeout, http.read_timeout) == (3.0, 9.0)
+        assert b.wire.addressing == "auto"
+        assert b.wire.label == "s3"
         assert b.region == "us-east-1"  # from AWS_DEFAULT_REGION
+        assert b.capabilities.part_checksum == "crc32c"
     async with S3Backend("b", BackendOptions(endpoint_url=server.url, region="eu-west-3")) as b:
         assert b.region == "eu-west-3"
+        assert b.wire.region == "eu-west-3"
     await b.aclose()  # twice: fine
+    # A store that needs Content-MD5 (predates flexible checksums): md5_only.
+    extra = {"md5_only": "true", "addressing_style": "path"}
+    async with S3Backend("b", BackendOptions(endpoint_url=server.url, extra=extra)) as b:
+        assert b.capabilities.part_checksum == "md5"
+        assert b.wire.addressing == "path"
+    assert S3Backend.capabilities.part_checksum == "crc32c"  # the class is untouched
+    with pytest.raises(ConfigError, match="md5_only"):
+        S3Backend("b", BackendOptions(endpoint_url=server.url, extra={"md5_only": "maybe"}))
+
+
+def test_importing_the_plugins_loads_no_botocore_or_aiohttp() -> None:
+    code = (
+        "import sys, synxfer_s3, synxfer_scp\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'aiohttp', 'aiobotocore', 'botocore', 'boto3'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
+
+
+async def test_data_path_uses_no_botocore_with_env_credentials(server: Server) -> None:
+    """Credentials and region in the environment: a whole round trip (put,
+    multipart, list, read, delete) in a fresh process never imports botocore."""
+    bucket = new_bucket(server, "lean")
+    code = f"""
+import asyncio, sys
+from synxfer.backend import BackendOptions, WriteOptions
+from synxfer_s3 import S3Backend
+
+async def main():
+    async with S3Backend({bucket!r}, BackendOptions(endpoint_url={server.url!r})) as b:
+        await b.put("k", b"x" * 10, WriteOptions())
+        up = await b.create_multipart("m", WriteOptions())
+        part = await b.upload_part(up, 1, b"y" * 10)
+        await b.complete_multipart(up, [part])
+        assert [i.key for i in (await b.list_page("")).items] == ["k", "m"]
+        buf = bytearray(10)
+        await b.read_into("m", 0, memoryview(buf))
+        assert buf == b"y" * 10
+        await b.delete_many(["k", "m"])
+
+asyncio.run(main())
+print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'aiohttp', 'aiobotocore', 'botocore'}}))
+"""
+    env = {**os.environ, "AWS_CONFIG_FILE": "/nonexistent/synxfer-test/config"}
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 # -- SCP specifics ---------------------------------------------------------------
@@ -638,8 +857,8 @@ async def test_scp_endpoint_and_region(server: Server, monkeypatch: pytest.Monke
         assert b.endpoint_url == server.url
         # AWS_DEFAULT_REGION names an AWS region, not an SCP one: ignored.
         assert b.region == DEFAULT_REGION
-        config = b._s3.meta.config
-        assert config.s3 == {"addressing_style": "path", "payload_signing_enabled": False}
+        assert b.wire.addressing == "path"
+        assert b.capabilities.part_checksum == "md5"
     monkeypatch.setenv("SCP_REGION", "kr-east1")
     async with ScpBackend("b", BackendOptions()) as b:
         assert b.region == "kr-east1"
@@ -670,7 +889,57 @@ def test_entry_points_resolve() -> None:
     assert resolve("scp") is ScpBackend
     assert S3Backend.capabilities.batch_delete
     assert S3Backend.capabilities.server_side_copy
-    assert S3Backend.capabilities.part_checksum == "md5"
+    assert S3Backend.capabilities.part_checksum == "crc32c"
+    assert ScpBackend.capabilities.part_checksum == "md5"
+    assert ScpBackend.md5_only
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        (
+            {"x-amz-checksum-crc32c": "AAAAAA==", "etag": '"' + "a" * 32 + '"'},
+            {"crc32c": "AAAAAA=="},
+        ),
+        (  # S3 and SeaweedFS: a composite value says so
+            {"x-amz-checksum-crc32c": "AAAAAA==-2", "x-amz-checksum-type": "COMPOSITE"},
+            {"crc32c-composite": "AAAAAA==-2"},
+        ),
+        ({"x-amz-checksum-crc32c": "AAAAAA==-3"}, {"crc32c-composite": "AAAAAA==-3"}),
+        (  # moto: a multipart object's part-derived value, unmarked
+            {"x-amz-checksum-crc32c": "AAAAAA==", "etag": '"' + "a" * 32 + '-2"'},
+            {"crc32c-composite": "AAAAAA=="},
+        ),
+        (  # a full-object checksum of a multipart object is the bytes' own
+            {
+                "x-amz-checksum-crc64nvme": "AAAAAAAAAAA=",
+                "x-amz-checksum-type": "FULL_OBJECT",
+                "etag": '"' + "a" * 32 + '-2"',
+            },
+            {"crc64nvme": "AAAAAAAAAAA="},
+        ),
+        ({"etag": '"x"'}, {}),
+    ],
+)
+def test_composite_checksums_are_named_apart(
+    headers: dict[str, str], expected: dict[str, str]
+) -> None:
+    assert header_checksums(headers) == expected
+
+
+async def test_debug_log_names_requests_not_credentials(
+    backend: S3Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="synxfer.s3")
+    await backend.put("logged key", b"x", WriteOptions(), md5(b"x"))
+    with pytest.raises(NotFound):
+        await backend.read("missing key")
+    lines = [r.getMessage() for r in caplog.records if r.name == "synxfer.s3"]
+    assert any(f"PutObject PUT {backend.url('logged key')} -> 200" in line for line in lines)
+    assert any("GetObject GET" in line and "-> 404" in line for line in lines)
+    for line in lines:
+        for secret in ("testing", "Signature", "Credential=", "x-amz-"):
+            assert secret not in line.replace(backend.bucket, ""), line
 
 
 # -- error mapping ------------------------------------------------------------------

@@ -9,7 +9,9 @@
 
 Every server binds 127.0.0.1 on a free port and serves path-style S3 at
 ``endpoint_url``, and, like real S3 and unlike bare moto, refuses a body
-whose ``Content-MD5`` does not match (:class:`VerifyContentMD5`). moto keeps
+whose ``Content-MD5`` or ``x-amz-checksum-crc32c`` does not match, lists
+part checksums in ListParts and checks them on completion
+(:class:`VerifyChecksums`). moto keeps
 its state per process: in-process servers share buckets with each other (and
 with ``moto.mock_aws``), so tests should use fresh bucket names. Clients need
 some credentials; tests usually set ``AWS_ACCESS_KEY_ID=testing`` and
@@ -27,11 +29,13 @@ import contextlib
 import dataclasses
 import hashlib
 import io
+import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -47,6 +51,7 @@ __all__ = [
     "MotoProcess",
     "MotoServer",
     "RequestStats",
+    "VerifyChecksums",
     "VerifyContentMD5",
     "counting_moto_server",
     "moto_server",
@@ -62,39 +67,223 @@ def _moto_app(verify_md5: bool = True) -> WSGIApp:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     app: WSGIApp = DomainDispatcherApplication(create_backend_app)
-    return VerifyContentMD5(app) if verify_md5 else app
+    return VerifyChecksums(app) if verify_md5 else app
 
 
-class VerifyContentMD5:
-    """WSGI middleware: reject a body whose ``Content-MD5`` does not match it.
+_BAD_DIGEST = "The {} you specified did not match the calculated checksum."
+#: ``x-amz-checksum-<name>`` algorithms verified here (crc64nvme passes unchecked).
+_VERIFIED = ("crc32c", "crc32", "sha1", "sha256")
+_LIST_PART = re.compile(rb"<PartNumber>(\d+)</PartNumber>")
+_COMPLETE_PART = re.compile(rb"<Part>(.*?)</Part>", re.S)
 
-    Real S3 (and SCP) answer ``400 BadDigest``; moto does not check at all, so
-    without this layer no test could see a corrupted part being refused.
-    Bodies without the header pass untouched.
+
+def _digest(algorithm: str, body: bytes) -> str:
+    if algorithm == "md5":
+        raw = hashlib.md5(body, usedforsecurity=False).digest()
+    elif algorithm == "crc32c":
+        import google_crc32c  # type: ignore[import-not-found,unused-ignore]
+
+        raw = int(google_crc32c.value(body)).to_bytes(4, "big")
+    elif algorithm == "crc32":
+        raw = zlib.crc32(body).to_bytes(4, "big")
+    else:
+        raw = hashlib.new(algorithm, body).digest()
+    return base64.b64encode(raw).decode()
+
+
+def _error(start_response: Callable[..., Any], status: str, code: str, message: str) -> list[bytes]:
+    xml = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+        f"<Message>{message}</Message></Error>"
+    ).encode()
+    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(xml)))])
+    return [xml]
+
+
+class VerifyChecksums:
+    """WSGI middleware: the body checksums real S3 verifies and moto does not.
+
+    * A body whose ``Content-MD5`` or ``x-amz-checksum-crc32c`` (also
+      ``crc32``, ``sha1``, ``sha256``) does not match it is refused with
+      ``400 BadDigest``, as S3 (and SCP, for Content-MD5) answer. Without
+      this layer no test could see a corrupted part being refused.
+    * A multipart upload created with ``x-amz-checksum-algorithm`` is held
+      to it, as S3 holds it: the checksum sent with each part is reported in
+      ListParts (``<ChecksumCRC32C>`` per part) and checked in
+      CompleteMultipartUpload -- a part listed with another value is refused
+      (``400 BadDigest``), one listed without any (``400 InvalidRequest``).
+
+    Bodies without such headers pass untouched, as do aws-chunked bodies
+    (their checksum is a trailer).
     """
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
+        self._lock = threading.Lock()
+        #: upload id -> the algorithm it was created with
+        self._declared: dict[str, str] = {}
+        #: upload id -> part number -> base64 checksum of that algorithm
+        self._parts: dict[str, dict[int, str]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        sent = environ.get("HTTP_CONTENT_MD5")
-        if sent is not None:
+        sent = {
+            name: value.strip()
+            for name in ("md5", *_VERIFIED)
+            if (value := environ.get("HTTP_CONTENT_MD5" if name == "md5" else _env(name)))
+        }
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+        upload_id = (query.get("uploadId") or [""])[0]
+        chunked = "aws-chunked" in str(environ.get("HTTP_CONTENT_ENCODING", "")) or (
+            "HTTP_X_AMZ_DECODED_CONTENT_LENGTH" in environ
+        )
+        body = b""
+        if (sent and not chunked) or (upload_id and method == "POST"):
             length = int(environ.get("CONTENT_LENGTH") or 0)
             body = environ["wsgi.input"].read(length) if length else b""
             environ["wsgi.input"] = io.BytesIO(body)
-            actual = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()
-            if sent.strip() != actual:
-                xml = (
-                    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadDigest</Code>'
-                    b"<Message>The Content-MD5 you specified did not match what we received."
-                    b"</Message></Error>"
-                )
-                start_response(
-                    "400 Bad Request",
-                    [("Content-Type", "application/xml"), ("Content-Length", str(len(xml)))],
-                )
-                return [xml]
+        if not chunked:
+            for name, value in sent.items():
+                if value != _digest(name, body):
+                    label = "Content-MD5" if name == "md5" else name.upper()
+                    message = _BAD_DIGEST.format(label)
+                    return _error(start_response, "400 Bad Request", "BadDigest", message)
+        declared = environ.get("HTTP_X_AMZ_CHECKSUM_ALGORITHM")
+        if method == "POST" and "uploads" in query and declared:
+            return self._create(environ, start_response, declared.lower())
+        with self._lock:
+            algorithm = self._declared.get(upload_id) if upload_id else None
+        if algorithm is None:
+            return self.app(environ, start_response)
+        if method == "PUT" and "partNumber" in query and "HTTP_X_AMZ_COPY_SOURCE" not in environ:
+            number = int(query["partNumber"][0])
+            return self._upload_part(environ, start_response, upload_id, number, sent)
+        if method == "POST":
+            refused = self._check_complete(start_response, upload_id, algorithm, body)
+            if refused is not None:
+                return refused
+            return self._forget_on_success(environ, start_response, upload_id)
+        if method == "DELETE":
+            return self._forget_on_success(environ, start_response, upload_id)
+        if method == "GET":
+            return self._list_parts(environ, start_response, upload_id, algorithm)
         return self.app(environ, start_response)
+
+    def _run(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], Any, bytes]:
+        """Call the app and collect its whole answer: status, headers, exc_info, body."""
+        held: list[Any] = []
+
+        def hold(status: str, headers: Any, exc_info: Any = None) -> Any:
+            held[:] = [status, list(headers), exc_info]
+            return lambda data: None
+
+        result = self.app(environ, hold)
+        try:
+            data = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        status, headers, exc_info = held
+        return status, headers, exc_info, data
+
+    def _create(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], algorithm: str
+    ) -> list[bytes]:
+        status, headers, exc_info, data = self._run(environ)
+        found = re.search(rb"<UploadId>([^<]+)</UploadId>", data)
+        if status.startswith("2") and found is not None:
+            with self._lock:
+                self._declared[found.group(1).decode()] = algorithm
+        start_response(status, headers, exc_info)
+        return [data]
+
+    def _upload_part(
+        self,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        upload_id: str,
+        number: int,
+        sent: dict[str, str],
+    ) -> Any:
+        def record(status: str, headers: Any, exc_info: Any = None) -> Any:
+            if status.startswith("2"):
+                with self._lock:
+                    parts = self._parts.setdefault(upload_id, {})
+                    algorithm = self._declared.get(upload_id, "")
+                    if algorithm in sent:
+                        parts[number] = sent[algorithm]
+                    else:
+                        parts.pop(number, None)
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, record)
+
+    def _check_complete(
+        self, start_response: Callable[..., Any], upload_id: str, algorithm: str, body: bytes
+    ) -> list[bytes] | None:
+        with self._lock:
+            known = dict(self._parts.get(upload_id, {}))
+        tag = f"Checksum{algorithm.upper()}".encode()
+        for part in _COMPLETE_PART.findall(body):
+            number = re.search(rb"<PartNumber>\s*(\d+)\s*</PartNumber>", part)
+            listed = re.search(rb"<" + tag + rb">([^<]*)</" + tag + rb">", part)
+            if listed is None:
+                message = (
+                    f"The upload was created using a {algorithm} checksum. The complete "
+                    "request must include the checksum for each part."
+                )
+                return _error(start_response, "400 Bad Request", "InvalidRequest", message)
+            value = known.get(int(number.group(1))) if number is not None else None
+            if value is not None and listed.group(1).decode().strip() != value:
+                message = _BAD_DIGEST.format(algorithm.upper())
+                return _error(start_response, "400 Bad Request", "BadDigest", message)
+        return None
+
+    def _forget_on_success(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], upload_id: str
+    ) -> Any:
+        def forget(status: str, headers: Any, exc_info: Any = None) -> Any:
+            if status.startswith("2"):
+                with self._lock:
+                    self._parts.pop(upload_id, None)
+                    self._declared.pop(upload_id, None)
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, forget)
+
+    def _list_parts(
+        self,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        upload_id: str,
+        algorithm: str,
+    ) -> list[bytes]:
+        with self._lock:
+            known = dict(self._parts.get(upload_id, {}))
+        status, headers, exc_info, data = self._run(environ)
+        if status.startswith("2") and known:
+            tag = f"Checksum{algorithm.upper()}"
+
+            def add(m: re.Match[bytes]) -> bytes:
+                value = known.get(int(m.group(1)))
+                if value is None:
+                    return m.group(0)
+                return m.group(0) + f"<{tag}>{value}</{tag}>".encode()
+
+            data = _LIST_PART.sub(add, data)
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+            headers.append(("Content-Length", str(len(data))))
+        start_response(status, headers, exc_info)
+        return [data]
+
+
+def _env(algorithm: str) -> str:
+    return f"HTTP_X_AMZ_CHECKSUM_{algorithm.upper()}"
+
+
+#: The former name of :class:`VerifyChecksums`, which verified Content-MD5 only.
+VerifyContentMD5 = VerifyChecksums
 
 
 def _make_server(app: WSGIApp) -> BaseWSGIServer:

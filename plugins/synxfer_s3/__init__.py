@@ -1,8 +1,12 @@
-"""synxfer's S3 backend (``s3://bucket/key``), built on aiobotocore.
+"""synxfer's S3 backend (``s3://bucket/key``), on its own S3 data plane.
 
-See :mod:`synxfer_s3._backend` for the design and :mod:`synxfer_s3._errors`
-for how S3 errors map onto synxfer's exception tree. S3-compatible stores
-subclass :class:`S3Backend` (see :mod:`synxfer_scp`).
+See :mod:`synxfer_s3._backend` for the design, :mod:`synxfer_s3._wire` for
+the requests it sends and :mod:`synxfer_s3._classify` for how S3 errors map
+onto synxfer's exception tree. S3-compatible stores subclass
+:class:`S3Backend` (see :mod:`synxfer_scp`).
+
+Importing this package loads neither botocore nor aiohttp: botocore is
+imported only when the credential chain or a profile is needed.
 """
 
 from . import _redact

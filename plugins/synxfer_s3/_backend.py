@@ -1,55 +1,59 @@
-"""The S3 backend: synxfer's primitives on one aiobotocore client.
+"""The S3 backend: synxfer's primitives on :class:`~._wire.S3Wire`.
 
 Design choices, briefly:
 
-* **One client per backend**, created in :meth:`S3Backend.open` and closed in
-  :meth:`S3Backend.aclose`. Its connection pool holds
-  ``options.max_connections`` connections; the engine's LimitLayer decides how
-  many requests are actually in flight.
-* **No retries in botocore** (``total_max_attempts=1``). synxfer's RetryLayer
-  owns retries, so a backoff never holds a concurrency slot and every retry
-  is visible to the caller. The backend's job is to classify errors well
-  (see :mod:`synxfer_s3._errors`).
-* **Checksums are ours.** The engine hashes each body off the event loop and
-  we send it as ``Content-MD5``, which the server verifies. botocore adds its
-  own checksums only where an operation requires one, and validates
-  responses only when required. Payload signing is off: otherwise, over
-  ``http://``, botocore SHA-256-hashes every body on the event loop.
-* **Errors are mapped at the boundary**: every request runs under
-  :meth:`S3Backend._guard`, so no botocore or aiohttp exception escapes.
+* **Our own data plane.** Every request is signed here (SigV4,
+  ``UNSIGNED-PAYLOAD``) and sent on our own HTTP/1.1 pool
+  (:mod:`._http`), whose GETs receive straight into the caller's buffer
+  (:meth:`S3Backend.read_into`). See ``docs/decisions/0007-own-s3-data-plane.md``.
+  botocore is imported only when the environment does not hold the
+  credentials (profiles, SSO, instance metadata...) or the region, and then
+  only for that (:mod:`._credentials`).
+* **No retries here.** synxfer's RetryLayer owns retries, so a backoff never
+  holds a concurrency slot and every retry is visible to the caller. The
+  backend's job is to classify errors well (:mod:`._classify`). The HTTP
+  client re-sends a request only when a pooled connection turns out to
+  have died while idle and nothing of an answer arrived.
+* **Checksums are ours, and the server verifies them.** The engine computes
+  each body's checksum off the event loop (``capabilities.part_checksum``):
+  CRC32C by default (``x-amz-checksum-crc32c``, hardware-accelerated by
+  google-crc32c), MD5 (``Content-MD5``) for stores that predate S3's
+  flexible checksums (:attr:`S3Backend.md5_only`, the ``md5_only`` backend
+  option). A multipart upload declares CRC32C when it is created and
+  lists every part's CRC32C when it is completed, so the object carries a
+  checksum later readers can verify. Reads ask for checksums
+  (``x-amz-checksum-mode``) and report them in ``ObjectInfo.checksums``:
+  full-object ones under their algorithm (``crc32c``), composite ones of
+  multipart objects as ``crc32c-composite`` (see :mod:`._headers`).
 * **S3-compatible stores** subclass :class:`S3Backend` and override small
   hooks only: :meth:`~S3Backend._resolve_endpoint`,
-  :meth:`~S3Backend._resolve_region`, :meth:`~S3Backend._client_config` and
-  the class attributes ``default_region``, ``addressing_style`` and
-  ``md5_only`` (see :mod:`synxfer_scp`).
+  :meth:`~S3Backend._resolve_region` and the class attributes
+  ``default_region``, ``addressing_style`` and ``md5_only`` (see
+  :mod:`synxfer_scp`).
 
-Credentials come from botocore's standard chain (environment, profile,
-container/instance metadata) and are never held by this object.
+Credentials come from the environment or botocore's standard chain
+(profile, container/instance metadata...) and are never held by this
+object: only by the credential source the wire asks before each request.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
-import io
+import asyncio
+import dataclasses
+import importlib.util
 import math
 import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Literal, cast
 from urllib.parse import urlsplit
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import AioSession, get_session
-from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
-from botocore.loaders import Loader, create_loader
-
-from synxfer import (
+from synxfer.backend import (
+    Backend,
     BackendError,
+    BackendOptions,
     BucketNotFound,
+    Capabilities,
+    Checksum,
     CompletedPart,
     ConfigError,
     GiB,
@@ -58,49 +62,40 @@ from synxfer import (
     MultipartUpload,
     NotFound,
     ObjectInfo,
+    Payload,
     PendingUpload,
+    PreconditionFailed,
     ReadResult,
     TransientError,
     WriteOptions,
-)
-from synxfer.backend import (
-    Backend,
-    BackendOptions,
-    Capabilities,
-    Checksum,
-    Payload,
-    bounded_map,
+    option_bool,
 )
 
-from ._errors import FOREIGN_ERRORS, bucket_not_found, classify, client_error_details, map_error
-
-if TYPE_CHECKING:
-    from types_aiobotocore_s3 import S3Client
-    from types_aiobotocore_s3.type_defs import (
-        CopyObjectRequestTypeDef,
-        CreateMultipartUploadRequestTypeDef,
-        GetObjectRequestTypeDef,
-        HeadObjectRequestTypeDef,
-        ListObjectsV2RequestTypeDef,
-        PutObjectRequestTypeDef,
-        UploadPartRequestTypeDef,
-    )
+from ._classify import bucket_not_found, classify
+from ._copy import copy_object
+from ._credentials import LazyCredentials, profile_region, resolve_region
+from ._headers import result_checksums
+from ._http import BodyTooLarge
+from ._parts import PartSums, crc32c_b64, multipart_etag
+from ._wire import S3Wire, s3_code
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
 
 AddressingStyle = Literal["auto", "virtual", "path"]
 _ADDRESSING_STYLES: tuple[AddressingStyle, ...] = ("auto", "virtual", "path")
 
-_CONTENT_RANGE = re.compile(r"^bytes\s+(?:\d+-\d+|\*)/(\d+)$")
-_MD5_HEX = re.compile(r"^[0-9a-fA-F]{32}$")
+#: CRC32C needs google-crc32c (the ``s3`` extra); without it parts carry MD5.
+_HAVE_CRC32C = importlib.util.find_spec("google_crc32c") is not None
 
 
 class S3Backend(Backend):
     """Amazon S3 (and S3-compatible stores via ``endpoint_url``): ``s3://bucket/key``.
 
-    ``options.extra["addressing_style"]`` (``auto``, ``virtual`` or ``path``)
-    overrides the class default, for S3-compatible servers that need
-    path-style URLs.
+    Backend options (``options.extra``): ``addressing_style`` (``auto``,
+    ``virtual`` or ``path``) overrides the class default, for S3-compatible
+    servers that need path-style URLs; ``md5_only`` (true/false) makes
+    every body carry ``Content-MD5`` and no ``x-amz-checksum-*`` header,
+    for servers that predate S3's flexible checksums.
     """
 
     scheme: ClassVar[str] = "s3"
@@ -114,7 +109,7 @@ class S3Backend(Backend):
         server_side_copy=True,
         metadata=True,
         batch_delete=True,
-        part_checksum="md5",
+        part_checksum="crc32c" if _HAVE_CRC32C else "md5",
         list_parts=True,
         # A copy of an object over max_copy_size sends one UploadPartCopy per
         # part, several at once: each request takes a slot of options.requests.
@@ -123,11 +118,12 @@ class S3Backend(Backend):
 
     #: Signing region when neither ``options.region`` nor the AWS chain names one.
     default_region: ClassVar[str] = "us-east-1"
-    #: botocore's S3 addressing style; ``auto`` picks virtual-host style on AWS.
+    #: Addressing style; ``auto`` picks virtual-host style for DNS-safe buckets on
+    #: DNS names, path style on IP addresses and ``localhost``.
     addressing_style: ClassVar[AddressingStyle] = "auto"
-    #: Send ``Content-MD5`` *instead of* botocore's CRC32 on operations that
-    #: require a checksum (DeleteObjects), for servers that predate S3's
-    #: flexible checksums. ``Content-MD5`` is always added; this drops the CRC.
+    #: Bodies carry ``Content-MD5`` and never an ``x-amz-checksum-*`` header:
+    #: for servers that predate S3's flexible checksums (SCP). DeleteObjects
+    #: always carries Content-MD5, whatever this says.
     md5_only: ClassVar[bool] = False
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:
@@ -137,6 +133,9 @@ class S3Backend(Backend):
         self.options = options
         self.endpoint_url = self._resolve_endpoint()
         self._addressing = self._resolve_addressing_style()
+        md5 = option_bool(options.extra, "md5_only", self.md5_only, scheme=self.scheme)
+        if md5 or not _HAVE_CRC32C:
+            self.capabilities = dataclasses.replace(type(self).capabilities, part_checksum="md5")
         #: Keys per ListObjectsV2 page (S3's maximum).
         self.list_page_size = 1000
         #: Keys per DeleteObjects request (S3's maximum).
@@ -147,14 +146,14 @@ class S3Backend(Backend):
         self.copy_part_size = 512 * MiB
         #: The signing region, resolved by :meth:`open`.
         self.region: str | None = None
-        self._client: S3Client | None = None
-        self._stack: AsyncExitStack | None = None
+        self._wire: S3Wire | None = None
         self._bucket_exists = False
+        self._sums = PartSums()
 
     # -- hooks for S3-compatible profiles ------------------------------------
 
     def _resolve_endpoint(self) -> str | None:
-        """The endpoint URL, or None for AWS's own (and botocore's config file)."""
+        """The endpoint URL, or None for AWS's own regional endpoint."""
         url = (
             self.options.endpoint_url
             or os.environ.get("AWS_ENDPOINT_URL_S3")
@@ -162,26 +161,17 @@ class S3Backend(Backend):
         )
         return check_endpoint_url(url, "--endpoint-url / AWS_ENDPOINT_URL") if url else None
 
-    def _resolve_region(self, session: AioSession) -> str:
-        """``options.region``, else the AWS chain's, else :attr:`default_region`."""
-        if self.options.region:
-            return self.options.region
-        chain = session.get_config_variable("region")
-        return str(chain) if chain else self.default_region
+    async def _resolve_region(self) -> str:
+        """``options.region``, else the AWS chain's, else :attr:`default_region`.
 
-    def _client_config(self) -> AioConfig:
-        """The aiobotocore client configuration (see the module docstring)."""
-        return AioConfig(
-            max_pool_connections=self.options.max_connections,
-            connect_timeout=self.options.connect_timeout,
-            read_timeout=self.options.read_timeout,
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            s3={"addressing_style": self._addressing, "payload_signing_enabled": False},
-            # Parse botocore's JSON models in a thread, not on the event loop.
-            warm_up_loader_caches=True,
-        )
+        A named profile is always looked up, so an unknown one is a
+        ConfigError when the backend opens.
+        """
+        profile = self.options.profile
+        if profile:
+            chain = await profile_region(profile)
+            return self.options.region or chain or self.default_region
+        return await resolve_region(None, explicit=self.options.region, default=self.default_region)
 
     def _resolve_addressing_style(self) -> AddressingStyle:
         value = self.options.extra.get("addressing_style", self.addressing_style)
@@ -195,137 +185,72 @@ class S3Backend(Backend):
     # -- lifecycle -----------------------------------------------------------
 
     async def open(self) -> None:
-        if self._client is not None:
+        if self._wire is not None:
             return
-        stack = AsyncExitStack()
-        try:
-            session = (
-                AioSession(profile=self.options.profile) if self.options.profile else get_session()
-            )
-            _share_loader(session)
-            region = self._resolve_region(session)
-            client = await stack.enter_async_context(
-                session.create_client(
-                    "s3",
-                    region_name=region,
-                    endpoint_url=self.endpoint_url,
-                    config=self._client_config(),
-                )
-            )
-        except ProfileNotFound as exc:
-            await stack.aclose()
-            raise ConfigError(
-                f"AWS profile {self.options.profile!r} not found; "
-                "check --profile / AWS_PROFILE and ~/.aws/config"
-            ) from exc
-        except (BotoCoreError, ValueError) as exc:
-            await stack.aclose()
-            raise ConfigError(f"cannot set up the {self.scheme} client: {exc}") from exc
-        client.meta.events.register("before-call.s3.DeleteObjects", self._delete_objects_md5)
-        self._client, self._stack, self.region = client, stack, region
+        region = await self._resolve_region()
+        self._wire = S3Wire(
+            region=region,
+            credentials=LazyCredentials(self.options.profile),
+            endpoint_url=self.endpoint_url,
+            addressing=self._addressing,
+            max_connections=self.options.max_connections,
+            connect_timeout=self.options.connect_timeout,
+            read_timeout=self.options.read_timeout,
+            label=self.scheme,
+        )
+        self.region = region
 
     async def aclose(self) -> None:
-        stack, self._stack, self._client = self._stack, None, None
-        if stack is not None:
-            with self._guard():
-                await stack.aclose()
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            await wire.aclose()
 
     @property
-    def _s3(self) -> S3Client:
-        if self._client is None:
+    def wire(self) -> S3Wire:
+        """The open :class:`~._wire.S3Wire` (RuntimeError before :meth:`open`)."""
+        if self._wire is None:
             raise RuntimeError(f"{self!r} is not open: use 'async with' or await open() first")
-        return self._client
+        return self._wire
 
-    @contextlib.contextmanager
-    def _guard(self, key: str = "") -> Iterator[None]:
-        """Map any botocore/aiohttp/OS error raised inside to synxfer's tree."""
-        try:
-            yield
-        except FOREIGN_ERRORS as exc:
-            raise map_error(exc, url=self.url(key), bucket=self.bucket) from exc
+    @property
+    def _crc(self) -> bool:
+        return self.capabilities.part_checksum == "crc32c"
 
-    def _delete_objects_md5(self, params: dict[str, Any], **kwargs: Any) -> None:
-        """botocore hook: give DeleteObjects a Content-MD5 (see :attr:`md5_only`).
-
-        Since botocore 1.36 an operation that requires a checksum gets a CRC32
-        instead of Content-MD5, which many S3-compatible servers reject.
-        Content-MD5 is valid everywhere; the body is small XML.
-        """
-        body = params.get("body")
-        if not isinstance(body, bytes | bytearray):
-            return
-        params["headers"]["Content-MD5"] = _b64md5(bytes(body))
-        if self.md5_only:
-            checksum = params.get("context", {}).get("checksum", {})
-            checksum.pop("request_algorithm", None)
-            checksum.pop("request_algorithm_header", None)
-
-    # -- primitives ----------------------------------------------------------
+    # -- objects ---------------------------------------------------------------
 
     async def stat(self, key: str) -> ObjectInfo:
         return await self._head(key)
 
     async def _head(self, key: str, if_match: str | None = None) -> ObjectInfo:
-        kwargs: HeadObjectRequestTypeDef = {"Bucket": self.bucket, "Key": key}
-        if if_match:
-            kwargs["IfMatch"] = _quote(if_match)
-        with self._guard(key):
-            try:
-                resp = await self._s3.head_object(**kwargs)
-            except ClientError as exc:
-                if classify(*client_error_details(exc)[:2]) is NotFound:
-                    await self._raise_if_no_bucket(key)
-                raise
-        return ObjectInfo(
-            key=key,
-            size=resp["ContentLength"],
-            mtime=_timestamp(resp.get("LastModified")),
-            etag=_unquote(resp.get("ETag")),
-            metadata=dict(resp.get("Metadata") or {}),
-            content_type=resp.get("ContentType"),
-        )
+        try:
+            return await self.wire.head_object(
+                self.bucket, key, if_match=if_match, checksum_mode=True
+            )
+        except NotFound as exc:
+            if not isinstance(exc, BucketNotFound):
+                await self._raise_if_no_bucket(key)
+            raise
 
     async def _raise_if_no_bucket(self, key: str) -> None:
         """After a body-less 404 (a HEAD), tell a missing bucket from a missing key."""
         if self._bucket_exists:
             return
         try:
-            await self._s3.head_bucket(Bucket=self.bucket)
-        except ClientError as exc:
-            code, status, _ = client_error_details(exc)
-            if status == 404 or code in {"NoSuchBucket", "NotFound", "404"}:
-                raise bucket_not_found(self.bucket, self.url(key), 404) from exc
+            await self.wire.head_bucket(self.bucket)
+        except NotFound as exc:
+            raise bucket_not_found(self.bucket, self.url(key), 404) from exc
+        except BackendError:
             return  # can't tell (403, say): report the key as missing
-        except FOREIGN_ERRORS:
-            return
         self._bucket_exists = True
 
     async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
-        kwargs: ListObjectsV2RequestTypeDef = {
-            "Bucket": self.bucket,
-            "Prefix": prefix,
-            "MaxKeys": self.list_page_size,
-        }
-        if cursor:
-            kwargs["ContinuationToken"] = cursor
-        with self._guard(prefix):
-            resp = await self._s3.list_objects_v2(**kwargs)
+        page = await self.wire.list_objects_v2(
+            self.bucket, prefix=prefix, continuation_token=cursor, max_keys=self.list_page_size
+        )
         items = [
-            ObjectInfo(
-                key=obj["Key"],
-                size=obj.get("Size", 0),
-                mtime=_timestamp(obj.get("LastModified")),
-                etag=_unquote(obj.get("ETag")),
-            )
-            for obj in resp.get("Contents", [])
+            ObjectInfo(key=o.key, size=o.size, mtime=o.mtime, etag=o.etag) for o in page.objects
         ]
-        next_cursor = resp.get("NextContinuationToken") if resp.get("IsTruncated") else None
-        if resp.get("IsTruncated") and not next_cursor:
-            raise BackendError(
-                "listing is truncated but the server sent no continuation token",
-                url=self.url(prefix),
-            )
-        return ListPage(items, next_cursor)
+        return ListPage(items, page.next_token if page.truncated else None)
 
     async def read(
         self,
@@ -335,73 +260,104 @@ class S3Backend(Backend):
         *,
         if_match: str | None = None,
     ) -> ReadResult:
+        """Bytes ``[offset, offset+length)``; ``data`` is the receive buffer
+        itself (a ``bytearray`` of the body's size: no further copy)."""
         if offset < 0 or (length is not None and length < 0):
             raise ValueError(f"invalid range: offset={offset}, length={length}")
         if length == 0:
             return ReadResult(b"", await self._head(key, if_match))
-        kwargs: GetObjectRequestTypeDef = {"Bucket": self.bucket, "Key": key}
         # No Range header for a whole-object read: S3 answers 416 to any range
         # on a 0-byte object.
-        ranged = offset > 0 or length is not None
-        if ranged:
-            last = "" if length is None else str(offset + length - 1)
-            kwargs["Range"] = f"bytes={offset}-{last}"
-        if if_match:
-            kwargs["IfMatch"] = _quote(if_match)
-        with self._guard(key):
-            try:
-                resp = await self._s3.get_object(**kwargs)
-            except ClientError as exc:
-                code, status, _ = client_error_details(exc)
-                if status != 416 and code != "InvalidRange":
-                    raise
-                # Nothing at `offset`: fine at (or past) the end of the object.
-                # The HEAD gives its info and re-checks if_match.
-                info = await self._head(key, if_match)
-                if offset >= info.size:
-                    return ReadResult(b"", info)
-                raise TransientError(
-                    f"range {offset}- rejected but the object has {info.size} bytes "
-                    "(it changed during the read)",
-                    url=self.url(key),
-                    status=status,
-                ) from exc
-            async with resp["Body"] as body:
-                data = await body.read()
-
-        content_range = resp.get("ContentRange")
-        if content_range:
-            m = _CONTENT_RANGE.match(content_range.strip())
-            if m is None:
-                raise BackendError(
-                    f"unparseable Content-Range {content_range!r}", url=self.url(key)
-                )
-            size = int(m.group(1))
-        elif ranged:
-            # The server ignored Range (HTTP allows it) and sent the whole object.
-            size = len(data)
-            data = data[offset : None if length is None else offset + length]
-        else:
-            size = len(data)
-        available = max(0, size - offset)
+        try:
+            data, info = await self.wire.get_object(
+                self.bucket,
+                key,
+                offset=offset,
+                length=length,
+                if_match=if_match,
+                checksum_mode=True,
+            )
+        except BackendError as exc:
+            if exc.status != 416 and s3_code(exc) != "InvalidRange":
+                raise
+            # Nothing at `offset`: fine at (or past) the end of the object.
+            # The HEAD gives its info and re-checks if_match.
+            info = await self._head(key, if_match)
+            if offset < info.size:
+                raise
+            return ReadResult(b"", info)
+        available = max(0, info.size - offset)
         expected = available if length is None else min(length, available)
         if len(data) != expected:
-            cls = TransientError if len(data) < expected else BackendError
-            raise cls(
+            short = len(data) < expected
+            raise (TransientError if short else BackendError)(
                 f"short read: got {len(data)} of {expected} bytes at offset {offset}"
-                if len(data) < expected
+                if short
                 else f"server sent {len(data)} bytes for a {expected}-byte range",
                 url=self.url(key),
             )
-        info = ObjectInfo(
-            key=key,
-            size=size,
-            mtime=_timestamp(resp.get("LastModified")),
-            etag=_unquote(resp.get("ETag")),
-            metadata=dict(resp.get("Metadata") or {}),
-            content_type=resp.get("ContentType"),
-        )
-        return ReadResult(data, info)
+        return ReadResult(cast(bytes, data), info)
+
+    async def read_into(
+        self,
+        key: str,
+        offset: int,
+        buf: memoryview,
+        *,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
+        """Receive bytes ``[offset, offset+len(buf))`` straight into ``buf``.
+
+        The body goes from the socket into ``buf`` (no allocation, no copy in
+        Python). An empty ``buf`` reads an empty object without a range.
+        """
+        if offset < 0:
+            raise ValueError(f"invalid offset {offset}")
+        n = buf.nbytes
+        if n == 0 and offset > 0:
+            info = await self._head(key, if_match)
+            if info.size > offset:
+                raise PreconditionFailed(
+                    f"expected 0 bytes at offset {offset}, but the object has {info.size}",
+                    url=self.url(key),
+                )
+            return info
+        try:
+            got, info = await self.wire.get_object_into(
+                self.bucket,
+                key,
+                buf,
+                offset=offset,
+                length=n or None,
+                if_match=if_match,
+                checksum_mode=True,
+            )
+        except BodyTooLarge as exc:
+            raise PreconditionFailed(
+                f"expected {n} bytes at offset {offset}, but the object is larger ({exc})",
+                url=self.url(key),
+            ) from None
+        except BackendError as exc:
+            if exc.status != 416 and s3_code(exc) != "InvalidRange":
+                raise
+            raise PreconditionFailed(
+                f"expected {n} bytes at offset {offset}: the object is shorter",
+                url=self.url(key),
+                status=exc.status,
+            ) from None
+        if got != n:
+            raise PreconditionFailed(
+                f"expected {n} bytes at offset {offset}, got {got}", url=self.url(key)
+            )
+        return info
+
+    def _checksum_args(self, checksum: Checksum | None) -> tuple[str | None, dict[str, str] | None]:
+        """``(content_md5, checksums)`` for the wire: where ``checksum`` travels."""
+        if checksum is None:
+            return None, None
+        if checksum.algorithm == "md5":
+            return checksum.value, None
+        return None, {checksum.algorithm: checksum.value}
 
     async def put(
         self,
@@ -410,162 +366,71 @@ class S3Backend(Backend):
         options: WriteOptions,
         checksum: Checksum | None = None,
     ) -> ObjectInfo:
-        kwargs: PutObjectRequestTypeDef = {"Bucket": self.bucket, "Key": key, "Body": _body(data)}
-        if options.metadata:
-            kwargs["Metadata"] = dict(options.metadata)
-        if options.content_type:
-            kwargs["ContentType"] = options.content_type
-        _add_checksum(kwargs, checksum)
-        with self._guard(key):
-            resp = await self._s3.put_object(**kwargs)
-        return ObjectInfo(
-            key=key,
-            size=len(data),
-            etag=_unquote(resp.get("ETag")),
-            metadata=dict(options.metadata),
+        md5, sums = self._checksum_args(checksum)
+        return await self.wire.put_object(
+            self.bucket,
+            key,
+            data,
+            content_md5=md5,
+            checksums=sums,
+            metadata=options.metadata,
             content_type=options.content_type,
         )
 
     async def delete(self, key: str) -> None:
-        with self._guard(key):
-            try:
-                await self._s3.delete_object(Bucket=self.bucket, Key=key)
-            except ClientError as exc:
-                # S3 answers 204 for a missing key; some compatible stores 404.
-                if classify(*client_error_details(exc)[:2]) is not NotFound:
-                    raise
+        # S3 answers 204 for a missing key; some compatible stores 404 (ignored).
+        await self.wire.delete_object(self.bucket, key)
 
     async def delete_many(self, keys: Sequence[str]) -> Mapping[str, Exception]:
         """DeleteObjects in batches of :attr:`delete_batch_size` keys.
 
         Per-key failures are returned; a failure of a whole request (missing
         bucket, throttling, ...) is raised, which is safe to retry because
-        deleting is idempotent.
+        deleting is idempotent. Each request carries Content-MD5 (valid on
+        every S3-compatible server).
         """
         failed: dict[str, Exception] = {}
         for start in range(0, len(keys), self.delete_batch_size):
             batch = keys[start : start + self.delete_batch_size]
-            with self._guard():
-                resp = await self._s3.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
-                )
-            for err in resp.get("Errors", []):
-                key = err.get("Key", "")
-                code = err.get("Code", "Unknown")
-                cls = classify(code, None)
+            for err in await self.wire.delete_objects(self.bucket, batch):
+                cls = classify(err.code, None)
                 if cls is NotFound:
                     continue
                 if cls is BucketNotFound:
-                    failed[key] = bucket_not_found(self.bucket, self.url(key), None)
+                    failed[err.key] = bucket_not_found(self.bucket, self.url(err.key), None)
                 else:
-                    msg = f"{code} on DeleteObjects: {err.get('Message', '')}".rstrip(": ")
-                    failed[key] = cls(msg, url=self.url(key))
+                    msg = f"{err.code} on DeleteObjects: {err.message}".rstrip(": ")
+                    failed[err.key] = cls(msg, url=self.url(err.key))
         return failed
 
     async def copy(self, src_key: str, dst_key: str, options: WriteOptions) -> ObjectInfo:
         """Server-side copy; metadata is copied unless ``options`` sets any.
 
         With empty ``options`` the copy keeps the source's metadata and content
-        type (``MetadataDirective=COPY``); otherwise they are replaced by
-        ``options``. The source is pinned by its ETag, so a source that
-        changes mid-copy raises PreconditionFailed. Objects larger than
-        :attr:`max_copy_size` (CopyObject's 5 GiB limit) are copied with
-        UploadPartCopy, several parts at a time. ``copy`` is in
-        ``capabilities.fan_out``: each request it sends takes a slot of
-        ``options.requests``.
+        type; otherwise they are replaced by ``options``. The source is pinned
+        by its ETag, so a source that changes mid-copy raises
+        PreconditionFailed. Objects larger than :attr:`max_copy_size`
+        (CopyObject's 5 GiB limit) are copied with UploadPartCopy, several
+        parts at a time. ``copy`` is in ``capabilities.fan_out``: each request
+        it sends takes a slot of ``options.requests`` (see :mod:`._copy`).
         """
-        requests = self.options.requests
-        async with requests.slot():
-            src = await self._head(src_key)
-        replace = bool(options.metadata or options.content_type)
-        metadata = dict(options.metadata) if replace else dict(src.metadata)
-        content_type = options.content_type if replace else src.content_type
-        if src.size > self.max_copy_size:
-            return await self._copy_multipart(src, dst_key, WriteOptions(metadata, content_type))
-        kwargs: CopyObjectRequestTypeDef = {
-            "Bucket": self.bucket,
-            "Key": dst_key,
-            "CopySource": {"Bucket": self.bucket, "Key": src_key},
-            "MetadataDirective": "REPLACE" if replace else "COPY",
-        }
-        if src.etag:
-            kwargs["CopySourceIfMatch"] = _quote(src.etag)
-        if replace:
-            kwargs["Metadata"] = metadata
-            if content_type:
-                kwargs["ContentType"] = content_type
-        async with requests.slot():
-            with self._guard(dst_key):
-                resp = await self._s3.copy_object(**kwargs)
-        result = resp.get("CopyObjectResult", {})
-        return ObjectInfo(
-            key=dst_key,
-            size=src.size,
-            mtime=_timestamp(result.get("LastModified")),
-            etag=_unquote(result.get("ETag")),
-            metadata=metadata,
-            content_type=content_type,
-        )
+        return await copy_object(self, src_key, dst_key, options)
 
-    async def _copy_multipart(
-        self, src: ObjectInfo, dst_key: str, options: WriteOptions
-    ) -> ObjectInfo:
-        caps = self.capabilities
-        part_size = max(self.copy_part_size, math.ceil(src.size / caps.max_parts))
-        part_size = min(part_size, caps.max_part_size)
-        requests = self.options.requests  # one slot per request (see copy)
-        async with requests.slot():
-            upload = await self.create_multipart(dst_key, options)
-
-        async def copy_part(part: tuple[int, int]) -> CompletedPart:
-            number, first = part
-            last = min(first + part_size, src.size) - 1
-            async with requests.slot():
-                with self._guard(dst_key):
-                    resp = await self._s3.upload_part_copy(
-                        Bucket=self.bucket,
-                        Key=dst_key,
-                        UploadId=upload.upload_id,
-                        PartNumber=number,
-                        CopySource={"Bucket": self.bucket, "Key": src.key},
-                        CopySourceRange=f"bytes={first}-{last}",
-                        CopySourceIfMatch=_quote(src.etag or "*"),
-                    )
-            etag = _unquote(resp.get("CopyPartResult", {}).get("ETag")) or ""
-            return CompletedPart(number, etag, last - first + 1)
-
-        try:
-            parts = await bounded_map(
-                copy_part,
-                enumerate(range(0, src.size, part_size), start=1),
-                max(1, min(8, self.options.max_connections)),
-            )
-            async with requests.slot():
-                info = await self.complete_multipart(upload, parts)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                async with requests.slot():
-                    await self.abort_multipart(upload)
-            raise
-        return ObjectInfo(
-            key=dst_key,
-            size=src.size,
-            mtime=info.mtime,
-            etag=info.etag,
-            metadata=options.metadata,
-            content_type=options.content_type,
-        )
+    # -- multipart ---------------------------------------------------------------
 
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
-        kwargs: CreateMultipartUploadRequestTypeDef = {"Bucket": self.bucket, "Key": key}
-        if options.metadata:
-            kwargs["Metadata"] = dict(options.metadata)
-        if options.content_type:
-            kwargs["ContentType"] = options.content_type
-        with self._guard(key):
-            resp = await self._s3.create_multipart_upload(**kwargs)
-        return MultipartUpload(key=key, upload_id=resp["UploadId"])
+        """Start an upload; with CRC32C parts, it declares CRC32C (see the module docstring)."""
+        return await self._create(key, options, checksums=self._crc)
+
+    async def _create(self, key: str, options: WriteOptions, *, checksums: bool) -> MultipartUpload:
+        upload_id = await self.wire.create_multipart_upload(
+            self.bucket,
+            key,
+            metadata=options.metadata,
+            content_type=options.content_type,
+            checksum_algorithm="crc32c" if checksums else None,
+        )
+        return MultipartUpload(key=key, upload_id=upload_id)
 
     async def upload_part(
         self,
@@ -574,214 +439,143 @@ class S3Backend(Backend):
         data: Payload,
         checksum: Checksum | None = None,
     ) -> CompletedPart:
-        kwargs: UploadPartRequestTypeDef = {
-            "Bucket": self.bucket,
-            "Key": upload.key,
-            "UploadId": upload.upload_id,
-            "PartNumber": number,
-            "Body": _body(data),
-        }
-        _add_checksum(kwargs, checksum)
-        with self._guard(upload.key):
-            resp = await self._s3.upload_part(**kwargs)
-        return CompletedPart(number=number, etag=_unquote(resp.get("ETag")) or "", size=len(data))
+        """Upload one part, with ``checksum`` (the engine's, of the very buffer).
+
+        Given none, or not a CRC32C, a backend whose uploads declare CRC32C
+        computes the part's CRC32C too (in a worker thread): completing the
+        upload needs it.
+        """
+        md5, sums = self._checksum_args(checksum)
+        if self._crc and (sums is None or "crc32c" not in sums):
+            sums = {**(sums or {}), "crc32c": await asyncio.to_thread(crc32c_b64, data)}
+        etag = await self.wire.upload_part(
+            self.bucket,
+            upload.key,
+            upload.upload_id,
+            number,
+            data,
+            content_md5=md5,
+            checksums=sums,
+        )
+        if sums is not None and "crc32c" in sums:
+            self._sums.add(upload.upload_id, number, sums["crc32c"])
+        return CompletedPart(number=number, etag=etag, size=len(data))
 
     async def complete_multipart(
         self, upload: MultipartUpload, parts: Sequence[CompletedPart]
     ) -> ObjectInfo:
-        """Assemble the parts in number order.
+        """Assemble the parts in number order, with each part's CRC32C when
+        every one is known (an upload that declared CRC32C needs them all).
 
         If the upload is already gone (a retry after a lost response) and the
         object's ETag is the one these parts produce, the earlier attempt
         succeeded and its result is returned.
         """
         ordered = sorted(parts, key=lambda p: p.number)
-        with self._guard(upload.key):
-            try:
-                resp = await self._s3.complete_multipart_upload(
-                    Bucket=self.bucket,
-                    Key=upload.key,
-                    UploadId=upload.upload_id,
-                    MultipartUpload={
-                        "Parts": [{"PartNumber": p.number, "ETag": _quote(p.etag)} for p in ordered]
-                    },
-                )
-            except ClientError as exc:
-                if client_error_details(exc)[0] != "NoSuchUpload":
-                    raise
-                done = await self._already_completed(upload, ordered)
-                if done is None:
-                    raise
-                return done
+        specs = self._sums.specs(upload.upload_id, [(p.number, p.etag) for p in ordered])
+        try:
+            result = await self.wire.complete_multipart_upload(
+                self.bucket, upload.key, upload.upload_id, specs
+            )
+        except NotFound as exc:
+            if s3_code(exc) != "NoSuchUpload":
+                raise
+            done = await self._already_completed(upload, ordered)
+            if done is None:
+                raise
+            return done
+        self._sums.forget(upload.upload_id)
         return ObjectInfo(
             key=upload.key,
             size=sum(p.size for p in ordered),
-            etag=_unquote(resp.get("ETag")),
+            etag=result.etag,
+            checksums=result_checksums(result.checksums, multipart=True),
         )
 
     async def _already_completed(
         self, upload: MultipartUpload, parts: Sequence[CompletedPart]
     ) -> ObjectInfo | None:
-        expected = _multipart_etag(parts)
+        expected = multipart_etag(parts)
         if expected is None:
             return None
         try:
             info = await self._head(upload.key)
         except NotFound:
             return None
-        return info if info.etag == expected else None
+        if info.etag != expected:
+            return None
+        self._sums.forget(upload.upload_id)
+        return info
 
     async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
+        """The parts the server holds, by number.
+
+        Parts of an upload with CRC32C parts are listed only when their CRC32C
+        is known -- reported by the server (S3 does) or sent by this backend --
+        since completing the upload needs it; any other part is left out, so
+        the engine sends it again.
+        """
         parts: list[CompletedPart] = []
         marker = 0
-        with self._guard(upload.key):
-            while True:
-                resp = await self._s3.list_parts(
-                    Bucket=self.bucket,
-                    Key=upload.key,
-                    UploadId=upload.upload_id,
-                    PartNumberMarker=marker,
-                )
-                for p in resp.get("Parts", []):
-                    parts.append(CompletedPart(p["PartNumber"], p["ETag"].strip('"'), p["Size"]))
-                if not resp.get("IsTruncated"):
-                    return parts
-                marker = int(resp["NextPartNumberMarker"])
+        while True:
+            page = await self.wire.list_parts(
+                self.bucket, upload.key, upload.upload_id, marker=marker
+            )
+            for p in page.parts:
+                crc = p.checksums.get("crc32c")
+                if crc:
+                    self._sums.add(upload.upload_id, p.number, crc)
+                elif self._crc and not self._sums.has(upload.upload_id, p.number):
+                    continue
+                parts.append(CompletedPart(p.number, p.etag, p.size))
+            if not page.truncated or page.next_marker is None or page.next_marker <= marker:
+                return parts
+            marker = page.next_marker
 
     async def list_uploads(self, key: str) -> list[PendingUpload]:
         found: list[PendingUpload] = []
         key_marker = upload_marker = ""
-        with self._guard(key):
-            while True:
-                resp = await self._s3.list_multipart_uploads(
-                    Bucket=self.bucket,
-                    Prefix=key,
-                    KeyMarker=key_marker,
-                    UploadIdMarker=upload_marker,
-                )
-                for u in resp.get("Uploads", []):
-                    if u.get("Key") == key and u.get("UploadId"):
-                        started = u.get("Initiated")
-                        when = started.timestamp() if started is not None else None
-                        found.append(PendingUpload(MultipartUpload(key, u["UploadId"]), when))
-                if not resp.get("IsTruncated"):
-                    return found
-                key_marker = resp.get("NextKeyMarker", "")
-                upload_marker = resp.get("NextUploadIdMarker", "")
+        while True:
+            page = await self.wire.list_multipart_uploads(
+                self.bucket, prefix=key, key_marker=key_marker, upload_id_marker=upload_marker
+            )
+            for u in page.uploads:
+                if u.key == key and u.upload_id:
+                    found.append(PendingUpload(MultipartUpload(key, u.upload_id), u.initiated))
+            if not page.truncated:
+                return found
+            key_marker = page.next_key_marker or ""
+            upload_marker = page.next_upload_id_marker or ""
+            if not key_marker and not upload_marker:
+                return found
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
-        with self._guard(upload.key):
-            try:
-                await self._s3.abort_multipart_upload(
-                    Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id
-                )
-            except ClientError as exc:
-                # Already aborted (or completed): nothing left to discard.
-                if classify(*client_error_details(exc)[:2]) is not NotFound:
-                    raise
+        self._sums.forget(upload.upload_id)
+        try:
+            await self.wire.abort_multipart_upload(self.bucket, upload.key, upload.upload_id)
+        except NotFound as exc:
+            # Already aborted (or completed): nothing left to discard.
+            if isinstance(exc, BucketNotFound):
+                raise
 
+    # -- for _copy -------------------------------------------------------------------
 
-# -- helpers ------------------------------------------------------------------
-
-#: botocore's model loaders, shared by every session in the process (per data
-#: path). A new session otherwise re-parses ~100 ms of JSON models per client.
-_LOADERS: dict[str | None, Loader] = {}
-
-
-def _share_loader(session: AioSession) -> None:
-    data_path = session.get_config_variable("data_path")
-    key = str(data_path) if data_path else None
-    loader = _LOADERS.get(key)
-    if loader is None:
-        loader = _LOADERS[key] = create_loader(key)
-    session.register_component("data_loader", loader)
+    def copy_part_size_for(self, size: int) -> int:
+        """The part size of a multipart copy of a ``size``-byte object."""
+        caps = self.capabilities
+        part_size = max(self.copy_part_size, math.ceil(size / caps.max_parts))
+        return min(part_size, caps.max_part_size)
 
 
 def check_endpoint_url(url: str, source: str) -> str:
     """``url`` if it is an http(s) URL with a host; else ConfigError naming ``source``."""
     parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:
+        parts = parts._replace(netloc="")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"invalid endpoint URL {url!r} (from {source}): expected http(s)://host[:port]"
         )
     return url
-
-
-def _add_checksum(
-    kwargs: PutObjectRequestTypeDef | UploadPartRequestTypeDef, checksum: Checksum | None
-) -> None:
-    if checksum is None:
-        return
-    if checksum.algorithm == "md5":
-        kwargs["ContentMD5"] = checksum.value
-    else:
-        kwargs["ChecksumCRC32C"] = checksum.value
-
-
-def _body(data: Payload) -> bytes:
-    """The request body for ``data``: a no-copy file view of it.
-
-    Given a ``bytearray`` (the engine's reusable part buffers), aiohttp would
-    copy it whole (it slices the body to its length, and slicing a bytearray
-    copies), and asyncio's transport (before Python 3.12) would copy again
-    whatever the socket could not take at once: three part-sized buffers per
-    request. As a ``BytesIO``, aiohttp writes it in 256 KiB chunks and waits
-    for each to drain, so only the engine's buffer is ever part-sized.
-    (The stubs say ``bytes``; botocore accepts file-like bodies.)
-    """
-    return cast(bytes, _BufferView(data))
-
-
-class _BufferView(io.BytesIO):
-    """A read-only, seekable ``BytesIO`` over someone else's buffer, without
-    copying it (``BytesIO(buffer)`` would). Only what botocore (length,
-    rewind) and aiohttp (size, chunked reads) use is provided."""
-
-    def __init__(self, data: Payload) -> None:
-        super().__init__()
-        self._data = data
-        self._pos = 0
-
-    def getbuffer(self) -> memoryview:
-        return memoryview(self._data)
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = len(self._data) if size is None or size < 0 else self._pos + size
-        chunk = bytes(memoryview(self._data)[self._pos : end])
-        self._pos += len(chunk)
-        return chunk
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._data)}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-def _b64md5(data: bytes) -> str:
-    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
-
-
-def _multipart_etag(parts: Sequence[CompletedPart]) -> str | None:
-    """S3's ETag of an object assembled from ``parts``, if their ETags are MD5s."""
-    if not parts or not all(_MD5_HEX.match(p.etag) for p in parts):
-        return None
-    digests = b"".join(bytes.fromhex(p.etag) for p in parts)
-    return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
-
-
-def _quote(etag: str) -> str:
-    return etag if etag.startswith('"') or etag == "*" else f'"{etag}"'
-
-
-def _unquote(etag: str | None) -> str | None:
-    return etag.strip('"') if etag else None
-
-
-def _timestamp(value: datetime | None) -> float | None:
-    return value.timestamp() if value is not None else None

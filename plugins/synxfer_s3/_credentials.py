@@ -10,7 +10,8 @@ in a worker thread (it may do network I/O), and consulted again whenever
 its credentials are due for refresh.
 
 The region follows the same rule: ``AWS_REGION`` / ``AWS_DEFAULT_REGION``
-when no profile was asked for, else botocore's configuration chain.
+when no profile was asked for, else botocore's configuration chain (the
+config file; without one, and without a profile, botocore is not needed).
 
 Secrets never appear in a repr, a log line or an error message.
 """
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from synxfer.backend import ConfigError, PermissionDenied
 
+from ._classify import CREDENTIALS_HINT
+
 if TYPE_CHECKING:
     from botocore.credentials import Credentials as BotoCredentials
     from botocore.session import Session as BotoSession
@@ -34,16 +37,13 @@ __all__ = [
     "BotocoreCredentials",
     "CredentialSource",
     "Credentials",
+    "LazyCredentials",
     "StaticCredentials",
     "credentials_from_env",
+    "profile_region",
     "resolve_credentials",
     "resolve_region",
 ]
-
-CREDENTIALS_HINT = (
-    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or choose a configured profile "
-    "with --profile (or AWS_PROFILE)"
-)
 
 
 class Credentials:
@@ -141,6 +141,35 @@ class BotocoreCredentials:
             return frozen
 
 
+class LazyCredentials:
+    """The credentials of ``profile`` (None: the default chain), found on first use.
+
+    Nothing is resolved until the first request asks, as botocore does: a
+    backend opens without touching the environment or botocore's chain,
+    and missing credentials surface as :class:`~synxfer.PermissionDenied`
+    on the first request. The resolved source is kept (and refreshes
+    itself if it is botocore's).
+    """
+
+    def __init__(self, profile: str | None = None, env: Mapping[str, str] | None = None) -> None:
+        self._profile = profile
+        self._env = env
+        self._source: CredentialSource | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"LazyCredentials(profile={self._profile!r}, resolved={self._source!r})"
+
+    async def get(self) -> Credentials:
+        source = self._source
+        if source is None:
+            async with self._lock:
+                if self._source is None:
+                    self._source = await resolve_credentials(self._profile, self._env)
+                source = self._source
+        return await source.get()
+
+
 def _freeze(source: BotoCredentials) -> Credentials:
     from botocore.exceptions import BotoCoreError
 
@@ -165,8 +194,15 @@ def credentials_from_env(env: Mapping[str, str] | None = None) -> Credentials | 
 
 
 def _session(profile: str | None) -> BotoSession:
-    import botocore.session
-    from botocore.exceptions import ProfileNotFound
+    try:
+        import botocore.session
+        from botocore.exceptions import ProfileNotFound
+    except ImportError:  # pragma: no cover - botocore comes with the s3 extra
+        raise ConfigError(
+            "AWS profiles and the AWS credential chain need botocore "
+            "(pip install 'synxfer[s3]'); without it, set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY and name no profile"
+        ) from None
 
     from . import _redact
 
@@ -232,6 +268,10 @@ async def resolve_region(
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         if region:
             return region
+        # botocore reads the region from the config file only: none, no botocore.
+        config = env.get("AWS_CONFIG_FILE") or "~/.aws/config"
+        if not os.path.exists(os.path.expanduser(config)):
+            return default
     chain = await asyncio.to_thread(_chain_region, profile)
     return chain or default
 
@@ -239,3 +279,8 @@ async def resolve_region(
 def _chain_region(profile: str | None) -> str | None:
     value: Any = _session(profile).get_config_variable("region")
     return str(value) if value else None
+
+
+async def profile_region(profile: str) -> str | None:
+    """The region configured for ``profile`` (ConfigError if there is no such profile)."""
+    return await asyncio.to_thread(_chain_region, profile)

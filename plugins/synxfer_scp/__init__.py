@@ -12,8 +12,9 @@ with a different profile, expressed only through S3Backend's hooks:
 * **Legacy checksums only.** SCP documents support for SDKs that predate S3's
   "flexible checksums" (boto3 <= 1.35), so requests carry ``Content-MD5``
   and never ``x-amz-checksum-*`` headers or aws-chunked trailers: puts and
-  parts carry the engine's Content-MD5, and DeleteObjects gets Content-MD5
-  in place of botocore's CRC32 (``md5_only``).
+  parts carry the engine's Content-MD5 (``md5_only``: the part checksum is
+  MD5, not S3's default CRC32C), multipart uploads declare no checksum
+  algorithm, and DeleteObjects carries Content-MD5 (as on S3).
 * **Region**: ``options.region``, else ``SCP_REGION``, else -- only when a
   profile is named -- that profile's region, else :data:`DEFAULT_REGION`.
   The ambient AWS region (``AWS_DEFAULT_REGION``) is ignored: it names an
@@ -26,13 +27,13 @@ from the standard AWS chain like S3's: ``AWS_ACCESS_KEY_ID`` /
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import ClassVar
 
-from aiobotocore.session import AioSession
-
-from synxfer import ConfigError
+from synxfer.backend import ConfigError
 from synxfer_s3 import AddressingStyle, S3Backend, check_endpoint_url
+from synxfer_s3._credentials import profile_region
 
 __all__ = ["DEFAULT_REGION", "ScpBackend"]
 
@@ -46,6 +47,7 @@ class ScpBackend(S3Backend):
     """Samsung Cloud Platform Object Storage (S3-compatible); see the module docstring."""
 
     scheme: ClassVar[str] = "scp"
+    capabilities = dataclasses.replace(S3Backend.capabilities, part_checksum="md5")
     default_region: ClassVar[str] = DEFAULT_REGION
     addressing_style: ClassVar[AddressingStyle] = "path"
     md5_only: ClassVar[bool] = True
@@ -63,11 +65,9 @@ class ScpBackend(S3Backend):
             "or set SCP_ENDPOINT_URL (e.g. https://<object storage endpoint>)"
         )
 
-    def _resolve_region(self, session: AioSession) -> str:
-        if self.options.region:
-            return self.options.region
-        if env := os.environ.get("SCP_REGION"):
-            return env
-        if self.options.profile and (region := session.get_config_variable("region")):
-            return str(region)
-        return self.default_region
+    async def _resolve_region(self) -> str:
+        # A named profile is looked up even when its region is not needed, so
+        # an unknown one is a ConfigError when the backend opens.
+        profile = self.options.profile
+        chain = await profile_region(profile) if profile else None
+        return self.options.region or os.environ.get("SCP_REGION") or chain or self.default_region

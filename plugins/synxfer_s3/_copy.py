@@ -1,0 +1,102 @@
+"""Server-side copy: CopyObject, or UploadPartCopy in parts for big objects.
+
+``copy`` is in the S3 backend's ``capabilities.fan_out``: the scheduler
+holds no request slot around it, and every request sent here (the HEAD of
+the source, CopyObject or create / each UploadPartCopy / complete / abort)
+takes one slot of ``options.requests``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from synxfer.backend import CompletedPart, ObjectInfo, WriteOptions, bounded_map
+
+if TYPE_CHECKING:
+    from ._backend import S3Backend
+
+__all__ = ["copy_object"]
+
+
+async def copy_object(
+    backend: S3Backend, src_key: str, dst_key: str, options: WriteOptions
+) -> ObjectInfo:
+    """Copy ``src_key`` to ``dst_key`` in ``backend``'s bucket (see ``S3Backend.copy``)."""
+    requests = backend.options.requests
+    async with requests.slot():
+        src = await backend.stat(src_key)
+    replace = bool(options.metadata or options.content_type)
+    metadata = dict(options.metadata) if replace else dict(src.metadata)
+    content_type = options.content_type if replace else src.content_type
+    if src.size > backend.max_copy_size:
+        return await _copy_in_parts(backend, src, dst_key, WriteOptions(metadata, content_type))
+    async with requests.slot():
+        result = await backend.wire.copy_object(
+            backend.bucket,
+            dst_key,
+            backend.bucket,
+            src_key,
+            if_match=src.etag,
+            metadata=metadata,
+            content_type=content_type,
+            replace_metadata=replace,
+        )
+    return ObjectInfo(
+        key=dst_key,
+        size=src.size,
+        mtime=result.mtime,
+        etag=result.etag,
+        metadata=metadata,
+        content_type=content_type,
+    )
+
+
+async def _copy_in_parts(
+    backend: S3Backend, src: ObjectInfo, dst_key: str, options: WriteOptions
+) -> ObjectInfo:
+    part_size = backend.copy_part_size_for(src.size)
+    requests = backend.options.requests  # one slot per request (see the module docstring)
+    wire, bucket = backend.wire, backend.bucket
+    async with requests.slot():
+        # No checksum declared: the parts are the server's own copies.
+        upload = await backend._create(dst_key, options, checksums=False)
+
+    async def copy_part(part: tuple[int, int]) -> CompletedPart:
+        number, first = part
+        last = min(first + part_size, src.size) - 1
+        async with requests.slot():
+            result = await wire.upload_part_copy(
+                bucket,
+                dst_key,
+                upload.upload_id,
+                number,
+                bucket,
+                src.key,
+                first=first,
+                last=last,
+                if_match=src.etag or "*",
+            )
+        return CompletedPart(number, result.etag or "", last - first + 1)
+
+    try:
+        parts = await bounded_map(
+            copy_part,
+            enumerate(range(0, src.size, part_size), start=1),
+            max(1, min(8, backend.options.max_connections)),
+        )
+        async with requests.slot():
+            info = await backend.complete_multipart(upload, parts)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            async with requests.slot():
+                await backend.abort_multipart(upload)
+        raise
+    return ObjectInfo(
+        key=dst_key,
+        size=src.size,
+        mtime=info.mtime,
+        etag=info.etag,
+        metadata=options.metadata,
+        content_type=options.content_type,
+    )
