@@ -44,9 +44,11 @@ async def test_blocking_calls_work_inside_a_running_loop(
     seen: list[threading.Thread] = []
     kw: dict[str, Any] = {"config": SMALL, "endpoint_url": s3_endpoint}
     result = synxfer.sync_to(src, f"s3://{bucket}/p", on_event=_threads_of(seen), **kw)
-    assert result.ok and result.files_transferred == 2
+    assert result.ok
+    assert result.files_transferred == 2
     # The operation ran on a worker thread, which is gone now.
-    assert seen and all(t is not threading.current_thread() for t in seen)
+    assert seen
+    assert all(t is not threading.current_thread() for t in seen)
     assert not _blocking_threads()
 
     out = tmp_path / "out"
@@ -101,9 +103,12 @@ def test_plain_thread_runs_in_the_calling_thread(
     worker = threading.Thread(target=job, name="plain-caller")
     worker.start()
     worker.join(60)
-    assert results and results[0].files_transferred == 2
-    assert seen and all(t is worker for t in seen)
-    assert len(errors) == 1 and isinstance(errors[0], synxfer.ConfigError)
+    assert results
+    assert results[0].files_transferred == 2
+    assert seen
+    assert all(t is worker for t in seen)
+    assert len(errors) == 1
+    assert isinstance(errors[0], synxfer.ConfigError)
 
 
 class _Stall(Layer):
@@ -135,7 +140,8 @@ async def test_ctrl_c_inside_a_running_loop_cancels_and_propagates(
     _Stall.cancelled.clear()
     src = make_tree({"a.txt": 100})
     main = threading.main_thread().ident
-    assert main is not None and threading.current_thread() is threading.main_thread()
+    assert main is not None
+    assert threading.current_thread() is threading.main_thread()
 
     def press_ctrl_c() -> None:
         if _Stall.entered.wait(30):
