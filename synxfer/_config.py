@@ -92,6 +92,12 @@ class TransferConfig:
         Keep a journal of multipart uploads and ranged downloads in progress
         (SQLite, under ``state_dir``, default ``~/.cache/synxfer``), so an
         interrupted run resumes where it stopped instead of starting over.
+    ``processes``
+        Engines a tree operation (sync, recursive copy) runs in, each in its
+        own process with its own event loop (1, the default: this process
+        only). The plan is made once and split into shards; each engine gets
+        ``max_threads / processes`` requests and ``memory_budget / processes``
+        bytes, so the machine-wide bounds hold. See docs/scaling.md.
     """
 
     max_threads: int = field(default_factory=default_max_threads)
@@ -105,6 +111,7 @@ class TransferConfig:
     min_throughput: int = 0
     resume: bool = True
     state_dir: str | None = None
+    processes: int = 1
 
     def __post_init__(self) -> None:
         if self.max_threads < 1:
@@ -117,6 +124,8 @@ class TransferConfig:
             raise ConfigError(
                 f"multipart_threshold must be >= 1 byte (got {self.multipart_threshold})"
             )
+        if self.processes < 1:
+            raise ConfigError(f"processes must be >= 1 (got {self.processes})")
         if self.min_throughput < 0:
             raise ConfigError(f"min_throughput must be >= 0 (got {self.min_throughput})")
         if self.memory_budget < 0:

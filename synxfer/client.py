@@ -55,6 +55,9 @@ class SyncOptions(TypedDict, total=False):
     are appended to it in that order; the last matching filter decides, as in
     aws-cli. ``dryrun``: report, transfer nothing. ``size_only``,
     ``exact_timestamps``, ``checksum``: how files are compared (one at most).
+    ``files``: only these, names relative to both roots (or ``(source name,
+    destination name)`` pairs), each compared as a sync compares it
+    (``--files-from``; not with ``delete``).
     """
 
     delete: bool
@@ -65,6 +68,7 @@ class SyncOptions(TypedDict, total=False):
     size_only: bool
     exact_timestamps: bool
     checksum: bool
+    files: Sequence[str | tuple[str, str]]
 
 
 class Client:
@@ -86,6 +90,10 @@ class Client:
     ``layers`` wrap every backend the client opens, innermost first, inside
     the client's own retry and concurrency layers (so a fault-injecting
     layer's errors are retried like real ones).
+    ``dask`` runs tree operations on Dask (the ``synxfer[dask]`` extra): a
+    ``distributed.Client``, a scheduler address, or ``"local:N"`` for N
+    worker processes here; ``config.processes`` runs them on this machine's
+    cores (docs/scaling.md).
     """
 
     def __init__(
@@ -100,8 +108,10 @@ class Client:
         layers: Sequence[Callable[[Backend], Backend]] = (),
         endpoints: Mapping[str, str] | None = None,
         backend_options: Mapping[str, Mapping[str, str]] | None = None,
+        dask: object | None = None,
     ) -> None:
         self.config = config or TransferConfig()
+        self._dask = dask
         self._layers = tuple(layers)
         self._endpoints = {k.lower(): v for k, v in (endpoints or {}).items()}
         self._extra = {k.lower(): dict(v) for k, v in (backend_options or {}).items()}
@@ -259,6 +269,10 @@ class Client:
         for the rules); with ``delete``, objects the source lacks are removed.
         See :class:`SyncOptions` for the options.
         """
+        if self._scaled(options.get("files")):
+            args = _plan_args(options, self.follow_symlinks)
+            files, dryrun = options.get("files"), options.get("dryrun", False)
+            return await self._scale_out(local, url, args, dryrun, files)
         root = _existing_dir(Path(local))
         loc = self._remote(url)
         backend = await self._backend(loc)
@@ -283,6 +297,10 @@ class Client:
         names) are refused and reported as failures; nothing is written for
         them.
         """
+        if self._scaled(options.get("files")):
+            args = _plan_args(options, self.follow_symlinks)
+            files, dryrun = options.get("files"), options.get("dryrun", False)
+            return await self._scale_out(url, local, args, dryrun, files)
         loc = self._remote(url)
         root = _dest_dir(Path(local))
         backend = await self._backend(loc)
@@ -310,6 +328,9 @@ class Client:
         if d.is_local and not s.is_local:
             return await self.sync_from(_str(src), _str(dst), **options)
         if not s.is_local and not d.is_local:
+            if self._scaled(options.get("files")):
+                args, dryrun = _plan_args(options, False), options.get("dryrun", False)
+                return await self._scale_out(src, dst, args, dryrun, options.get("files"))
             return await self._copy_tree(
                 s, d, _plan_args(options, False), options.get("dryrun", False)
             )
@@ -323,11 +344,15 @@ class Client:
         recursive: bool = False,
         filters: FilterSpec = (),
         dryrun: bool = False,
+        files: Sequence[str | tuple[str, str]] | None = None,
     ) -> TransferResult:
-        """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``."""
+        """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``.
+
+        ``files``: only these, names relative to both directories (implies
+        ``recursive``; see :class:`SyncOptions`)."""
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         remote_to_remote = not s.is_local and not d.is_local
-        if not recursive:
+        if not recursive and files is None:
             if s.is_local and not d.is_local:
                 return await self.upload_file(_str(src), _str(dst), dryrun=dryrun)
             if d.is_local and not s.is_local:
@@ -337,6 +362,8 @@ class Client:
             raise _local_remote_error(s, d)
         run = Run(dryrun)
         args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
+        if self._scaled(files):
+            return await self._scale_out(src, dst, args, dryrun, files)
         if remote_to_remote:
             return await self._copy_tree(s, d, args, dryrun)
         if s.is_local and not d.is_local:
@@ -351,6 +378,22 @@ class Client:
             raise _local_remote_error(s, d)
         await self._engine.execute(jobs, run)
         return run.finish()
+
+    def _scaled(self, files: object) -> bool:
+        """Explicit files, several processes or Dask: synxfer/_scaleout runs the tree."""
+        return files is not None or self.config.processes > 1 or self._dask is not None
+
+    async def _scale_out(
+        self,
+        src: PathLike,
+        dst: PathLike,
+        args: PlanArgs,
+        dryrun: bool,
+        files: Sequence[str | tuple[str, str]] | None,
+    ) -> TransferResult:
+        from ._scaleout import run_tree
+
+        return await run_tree(self, _str(src), _str(dst), args, dryrun, files)
 
     async def _copy_one(self, s: Location, d: Location, dryrun: bool) -> TransferResult:
         """One object to another remote location; a key ending in ``/`` gets its name."""

@@ -1,0 +1,324 @@
+"""Shards: a plan split into balanced pieces, each run by its own engine.
+
+A :class:`ShardSpec` is everything one engine needs, as plain values that
+pickle: the operation (source and destination as paths or URLs), the items,
+the engine's share of the limits and how to build its client. It carries no
+credential: a worker resolves those from its own environment when its
+client opens a backend, exactly as the driver did.
+
+:func:`run_shard` is what a worker runs (in a pool process or a Dask
+worker): a fresh event loop, a fresh :class:`~synxfer.Client`, the shard's
+items through :func:`~._items.plan_items` (so they are compared again, and a
+re-run transfers only what has not landed), events sent back in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import signal
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._config import TransferConfig
+from .._models import Action, Event, EventKind, FileFailure, TransferResult
+from ..engine.compare import Compare
+from ..engine.journal import default_state_dir
+from ._items import Item
+
+if TYPE_CHECKING:
+    from ..backend import Backend
+    from ..client import Client
+
+__all__ = [
+    "ClientSettings",
+    "ShardSpec",
+    "engine_config",
+    "merge",
+    "read_pins",
+    "run_shard",
+    "shard_failed",
+    "split",
+]
+
+#: Seconds between two batches of events sent back by a worker.
+FLUSH_INTERVAL = 0.1
+#: Events in one batch at most.
+BATCH = 1000
+#: Seconds between two looks at whether the driver asked a worker to stop.
+STOP_POLL = 0.5
+
+Send = Callable[[list["PackedEvent"]], object]
+Stopped = Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """How the driver's client was built, minus anything secret (none is here:
+    credentials are found by each backend in its process's environment)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    endpoints: Mapping[str, str] | None = None
+    backend_options: Mapping[str, Mapping[str, str]] | None = None
+    follow_symlinks: bool = False
+    layers: tuple[Callable[[Backend], Backend], ...] = ()
+
+    @classmethod
+    def of(cls, client: Client) -> ClientSettings:
+        options = client._options
+        return cls(
+            endpoint_url=options.endpoint_url,
+            region=options.region,
+            profile=options.profile,
+            endpoints=dict(client._endpoints),
+            backend_options={k: dict(v) for k, v in client._extra.items()},
+            follow_symlinks=client.follow_symlinks,
+            layers=client._layers,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSpec:
+    """One engine's work: ``items`` from ``src`` to ``dst`` (a local directory
+    or a URL prefix each), compared by ``mode``."""
+
+    index: int
+    kind: Action
+    src: str
+    dst: str
+    items: tuple[Item, ...]
+    mode: Compare
+    config: TransferConfig
+    settings: ClientSettings
+    remote_count: int | None = None
+    event_kinds: frozenset[EventKind] = frozenset()
+    #: The user's state directory; None: the worker's own default. The shard's
+    #: journal is ``<it>/shards/<index>``: one writer per journal.
+    state_dir: str | None = None
+
+    def journal_dir(self) -> Path:
+        return shard_journal_dir(self.state_dir, self.index)
+
+
+def shard_journal_dir(state_dir: str | None, index: int) -> Path:
+    base = Path(state_dir) if state_dir else default_state_dir()
+    return base / "shards" / str(index)
+
+
+def engine_config(config: TransferConfig, share: int) -> TransferConfig:
+    """``config`` for one of ``share`` engines on one machine: its part of
+    every machine-wide limit (requests and threads, files, memory)."""
+    return replace(
+        config,
+        max_threads=max(1, config.max_threads // share),
+        max_files=max(1, config.max_files // share),
+        memory_budget=max(1, config.memory_budget // share),
+        processes=1,
+    )
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def split(items: Sequence[Item], n: int, pins: Sequence[int | None] = ()) -> list[list[Item]]:
+    """``items`` in ``n`` shards (some maybe empty), balanced by bytes and by count.
+
+    An item weighs its share of the bytes plus its share of the files; the
+    heaviest go first, each to the lightest shard (so one huge file ends up
+    alone, or nearly). ``pins[i]``, when given and below ``n``, puts item
+    ``i`` in that shard: a file whose transfer a shard's journal holds goes
+    back to that shard and resumes. Each shard is in name order; a shard's
+    position is its index (and names its journal).
+    """
+    n = max(1, n)
+    shards: list[list[Item]] = [[] for _ in range(n)]
+    if not items:
+        return shards
+    total = sum(it.size for it in items) or 1
+    count = len(items)
+
+    def weight(it: Item) -> float:
+        return it.size / total + 1 / count
+
+    load = [0.0] * n
+    free: list[Item] = []
+    for i, it in enumerate(items):
+        pin = pins[i] if i < len(pins) else None
+        if pin is not None and 0 <= pin < n:
+            shards[pin].append(it)
+            load[pin] += weight(it)
+        else:
+            free.append(it)
+    heap = [(load[i], i) for i in range(n)]
+    heapq.heapify(heap)
+    for it in sorted(free, key=weight, reverse=True):
+        w, i = heapq.heappop(heap)
+        shards[i].append(it)
+        heapq.heappush(heap, (w + weight(it), i))
+    return [sorted(s, key=lambda it: it.src) for s in shards]
+
+
+def read_pins(state_dir: str | None, n: int, dests: Sequence[str]) -> list[int | None]:
+    """For each destination, the shard (below ``n``) whose journal holds its
+    unfinished transfer, else None (blocking: SQLite, read only).
+
+    A journal that cannot be read pins nothing: resuming is an optimisation.
+    """
+    where: dict[str, int] = {}
+    for index in range(n):
+        path = shard_journal_dir(state_dir, index) / "journal.sqlite3"
+        if not path.exists():
+            continue
+        try:
+            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = db.execute("SELECT dest FROM uploads UNION ALL SELECT dest FROM downloads")
+                for (dest,) in rows:
+                    where.setdefault(str(dest), index)
+            finally:
+                db.close()
+        except sqlite3.Error:
+            continue
+    return [where.get(d) for d in dests]
+
+
+# --------------------------------------------------------------------------- results
+
+
+def merge(into: TransferResult, part: TransferResult) -> None:
+    """Add one shard's counts and failures to the run's result."""
+    into.files_transferred += part.files_transferred
+    into.bytes_transferred += part.bytes_transferred
+    into.bytes_uploaded += part.bytes_uploaded
+    into.bytes_downloaded += part.bytes_downloaded
+    into.files_skipped += part.files_skipped
+    into.bytes_skipped += part.bytes_skipped
+    into.files_deleted += part.files_deleted
+    into.retries += part.retries
+    into.failures.extend(part.failures)
+
+
+def shard_failed(spec: ShardSpec, exc: BaseException) -> list[FileFailure]:
+    """Every item of a shard that did not finish, as failures saying why."""
+    why = f"shard {spec.index} did not finish: {type(exc).__name__}: {exc}"
+    out = []
+    for it in spec.items:
+        src = spec.src.rstrip("/") + "/" + it.src
+        out.append(FileFailure(src, spec.kind, why))
+    return out
+
+
+# --------------------------------------------------------------------------- the worker side
+
+
+#: An :class:`Event` as plain values (msgpack-able, for Dask's queue too).
+PackedEvent = tuple[str, str, str, str, int, int, str | None, bool]
+
+
+def pack_event(e: Event) -> PackedEvent:
+    return (e.kind.value, e.action.value, e.src, e.dst, e.size, e.nbytes, e.error, e.dryrun)
+
+
+def unpack_event(p: Sequence[object]) -> Event:
+    kind, action, src, dst, size, nbytes, error, dryrun = p
+    return Event(
+        EventKind(kind),
+        Action(action),
+        str(src),
+        str(dst),
+        int(size),  # type: ignore[call-overload]
+        int(nbytes),  # type: ignore[call-overload]
+        None if error is None else str(error),
+        bool(dryrun),
+    )
+
+
+class _Forwarder:
+    """The worker's ``on_event``: collects the kinds the driver wants, in batches."""
+
+    def __init__(self, kinds: frozenset[EventKind]) -> None:
+        self.event_kinds = kinds
+        self.pending: list[PackedEvent] = []
+
+    def __call__(self, event: Event) -> None:
+        self.pending.append(pack_event(event))
+
+    async def flush(self, send: Send) -> None:
+        while self.pending:
+            batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
+            await asyncio.to_thread(send, batch)
+
+    async def pump(self, send: Send) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            await self.flush(send)
+
+
+def run_shard(
+    spec: ShardSpec, send: Send | None = None, stopped: Stopped | None = None
+) -> TransferResult:
+    """Run one shard to the end in a new event loop (blocking); its result.
+
+    ``send`` takes batches of packed events; ``stopped`` (blocking, polled
+    twice a second) says when the driver gave up. Either, or SIGTERM in a
+    process's main thread, cancels the run as Ctrl-C cancels a one-process
+    run: transfers stop, the journal keeps what they did.
+    """
+    return asyncio.run(_run_shard(spec, send, stopped))
+
+
+async def _watch(stopped: Stopped, task: asyncio.Task[Any]) -> None:
+    while True:
+        await asyncio.sleep(STOP_POLL)
+        if await asyncio.to_thread(stopped):
+            task.cancel()
+            return
+
+
+async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None) -> TransferResult:
+    from ..client import Client
+    from . import open_op, run_items
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None and threading.current_thread() is threading.main_thread():
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    forward = _Forwarder(spec.event_kinds) if send is not None and spec.event_kinds else None
+    config = replace(spec.config, state_dir=str(spec.journal_dir()))
+    s = spec.settings
+    helpers: list[asyncio.Task[None]] = []
+    async with Client(
+        config,
+        endpoint_url=s.endpoint_url,
+        region=s.region,
+        profile=s.profile,
+        endpoints=s.endpoints,
+        backend_options=s.backend_options,
+        follow_symlinks=s.follow_symlinks,
+        layers=s.layers,
+        on_event=forward,
+    ) as client:
+        if forward is not None and send is not None:
+            helpers.append(asyncio.create_task(forward.pump(send)))
+        if stopped is not None and task is not None:
+            helpers.append(asyncio.create_task(_watch(stopped, task)))
+        try:
+            op = await open_op(client, spec.kind, spec.src, spec.dst, spec.mode)
+            return await run_items(
+                client, op, spec.items, remote_count=spec.remote_count, private_journal=True
+            )
+        finally:
+            for helper in helpers:
+                helper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
+            if forward is not None and send is not None:
+                with contextlib.suppress(Exception):
+                    await forward.flush(send)
