@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import multiprocessing
 import multiprocessing.queues
 import os
@@ -23,6 +24,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from .._models import TransferResult
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ProcessRunner"]
 
+log = logging.getLogger("synxfer")
+
+#: Times a shard whose worker died is run again in a new pool.
+RETRIES = 1
 #: Seconds a stopped worker gets to cancel its transfers before it is killed.
 STOP_GRACE = 30.0
 
@@ -63,6 +69,27 @@ class ProcessRunner:
         self._pool: ProcessPoolExecutor | None = None
 
     async def run(
+        self, specs: Sequence[ShardSpec], deliver: DeliverEvents
+    ) -> list[TransferResult | BaseException]:
+        """Each shard's result, or why it did not finish. Shards whose worker
+        died (the pool broke under them) run again in a new pool, :data:`RETRIES`
+        times: a shard is idempotent, the re-run sends only what did not land."""
+        outcomes: dict[int, TransferResult | BaseException] = {}
+        pending = list(specs)
+        for attempt in range(RETRIES + 1):
+            again = []
+            for spec, outcome in zip(pending, await self._run(pending, deliver), strict=True):
+                if isinstance(outcome, BrokenProcessPool) and attempt < RETRIES:
+                    log.warning("shard %d lost its worker (%s); again", spec.index, outcome)
+                    again.append(spec)
+                else:
+                    outcomes[spec.index] = outcome
+            if not again:
+                break
+            pending = again
+        return [outcomes[spec.index] for spec in specs]
+
+    async def _run(
         self, specs: Sequence[ShardSpec], deliver: DeliverEvents
     ) -> list[TransferResult | BaseException]:
         loop = asyncio.get_running_loop()

@@ -21,7 +21,7 @@ import signal
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,16 +193,20 @@ def read_pins(state_dir: str | None, n: int, dests: Sequence[str]) -> list[int |
 
 
 def merge(into: TransferResult, part: TransferResult) -> None:
-    """Add one shard's counts and failures to the run's result."""
-    into.files_transferred += part.files_transferred
-    into.bytes_transferred += part.bytes_transferred
-    into.bytes_uploaded += part.bytes_uploaded
-    into.bytes_downloaded += part.bytes_downloaded
-    into.files_skipped += part.files_skipped
-    into.bytes_skipped += part.bytes_skipped
-    into.files_deleted += part.files_deleted
-    into.retries += part.retries
-    into.failures.extend(part.failures)
+    """Add one shard's counts and failures to the run's result.
+
+    Every counter (an ``int`` field: files, bytes per direction, retries,
+    and any counter added later) is summed and lists are joined; ``elapsed``
+    and ``dryrun`` are the driver's.
+    """
+    for f in fields(TransferResult):
+        if f.name in ("elapsed", "dryrun"):
+            continue
+        mine, theirs = getattr(into, f.name), getattr(part, f.name)
+        if isinstance(mine, list):
+            mine.extend(theirs)
+        elif isinstance(mine, int) and not isinstance(mine, bool):
+            setattr(into, f.name, mine + theirs)
 
 
 def shard_failed(spec: ShardSpec, exc: BaseException) -> list[FileFailure]:

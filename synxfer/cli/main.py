@@ -193,6 +193,38 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _processes_arg(text: str) -> int:
+    """argparse ``type=`` of --processes: N >= 1, or ``auto`` (the number of cores)."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    return positive_int(text)
+
+
+def _add_scale(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scale-out options (docs/scaling.md)")
+    group.add_argument(
+        "--processes",
+        type=_processes_arg,
+        metavar="N",
+        default=None,
+        help="run the transfer in N engines, one process each (auto: one per core; default 1)",
+    )
+    group.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        default=None,
+        help="run the transfer on Dask: a scheduler's address (tcp://host:8786), or local:N "
+        "for N worker processes here (needs: pip install 'synxfer[dask]')",
+    )
+    group.add_argument(
+        "--files-from",
+        metavar="FILE",
+        default=None,
+        help="transfer only the files named in FILE, one a line, relative to SRC and DST "
+        "(SRC<TAB>DST renames); each is compared as sync compares",
+    )
+
+
 def build_parser() -> Parser:
     """The argparse parser of the ``synxfer`` command."""
     parser = Parser(
@@ -213,6 +245,7 @@ def build_parser() -> Parser:
     cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
     _add_filters(cp)
     _add_output(cp)
+    _add_scale(cp)
     _add_common(cp, suppress=True)
 
     sync = sub.add_parser(
@@ -242,6 +275,7 @@ def build_parser() -> Parser:
     )
     _add_filters(sync)
     _add_output(sync)
+    _add_scale(sync)
     _add_common(sync, suppress=True)
 
     ls = sub.add_parser(
@@ -331,6 +365,22 @@ def _check_locations(args: argparse.Namespace) -> None:
     if src.is_local and src.path is not None and not os.path.lexists(src.path):
         raise ConfigError(f"the local path {args.src!r} does not exist")
     _check_endpoint_url(args, src.scheme, dst.scheme)
+    _check_scale(args)
+
+
+def _check_scale(args: argparse.Namespace) -> None:
+    """--dask needs Dask (exit 2 with the install hint); --files-from is read now."""
+    args.files = None
+    if args.dask:
+        from .._scaleout._dask import require_dask
+
+        require_dask()
+    if args.files_from:
+        from .._scaleout import read_files_from
+
+        if getattr(args, "delete", False):
+            raise ConfigError("--delete cannot be combined with --files-from")
+        args.files = [(item.src, item.dst) for item in read_files_from(args.files_from)]
 
 
 def _check_endpoint_url(args: argparse.Namespace, *schemes: str) -> None:
@@ -356,8 +406,8 @@ def _backend_options(items: list[tuple[str, str, str]]) -> dict[str, dict[str, s
 def _config(args: argparse.Namespace) -> TransferConfig | None:
     changes: dict[str, Any] = {
         name: getattr(args, name)
-        for name in ("max_threads", "max_files", "part_size", "state_dir")
-        if getattr(args, name) is not None
+        for name in ("max_threads", "max_files", "part_size", "state_dir", "processes")
+        if getattr(args, name, None) is not None
     }
     if not args.resume:
         changes["resume"] = False
@@ -448,6 +498,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
         profile=args.profile,
         on_event=printer,
         follow_symlinks=args.follow_symlinks,
+        dask=getattr(args, "dask", None),
     ) as client:
         if args.command == "ls":
             await _ls(client, args)
@@ -466,6 +517,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     recursive=args.recursive,
                     filters=args.filters,
                     dryrun=args.dryrun,
+                    files=args.files,
                 )
             if args.command == "sync":
                 return await client.sync(
@@ -477,6 +529,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     size_only=args.size_only,
                     exact_timestamps=args.exact_timestamps,
                     checksum=args.checksum,
+                    **({"files": args.files} if args.files is not None else {}),
                 )
             return await client.rm(
                 args.url, recursive=args.recursive, filters=args.filters, dryrun=args.dryrun
