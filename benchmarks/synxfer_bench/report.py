@@ -7,7 +7,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING
 from synxfer import __version__
 
 from .runner import Measurement
+from .scenarios import human_size
+from .scenarios import row_label as scenario_row_label
 
 if TYPE_CHECKING:
     from .matrix import MatrixResult
 
 __all__ = [
+    "HAND_WRITTEN",
     "BenchReport",
     "Prices",
     "ScenarioReport",
@@ -72,7 +75,7 @@ _COLUMNS = (
 
 def _cells(m: Measurement) -> list[str]:
     return [
-        m.row,
+        m.label or m.row,
         m.tool,
         m.direction,
         f"{m.seconds:.2f}",
@@ -177,9 +180,35 @@ def cost(bytes_: int, seconds: float, prices: Prices, ratio: float = 1.0) -> dic
     return {"egress_usd": egress, "instance_usd": instance, "total_usd": egress + instance}
 
 
-def row_label(m: Measurement) -> str:
-    """The table row of a measurement: the row name, plus ``c=N`` in a sweep."""
-    return m.row if m.concurrency is None else f"{m.row} c={m.concurrency}"
+def row_label(m: Measurement, rows: Sequence[Mapping[str, object]] = ()) -> str:
+    """The table row of a measurement: what it moved and the seed row it stands for.
+
+    ``rows`` are the run's row records (``MatrixResult.rows``); without
+    them, or for a row they do not describe, the row's name. ``c=N`` is
+    added in a concurrency sweep.
+    """
+    base = m.label or m.row
+    info = next((r for r in rows if r.get("name") == m.row), None)
+    if info is not None:
+        base = _info_label(info)
+    return base if m.concurrency is None else f"{base} c={m.concurrency}"
+
+
+def _info_label(info: Mapping[str, object]) -> str:
+    label = info.get("label")
+    if isinstance(label, str) and label:
+        return label
+    return scenario_row_label(
+        str(info["name"]),
+        str(info.get("geometry") or info["name"]),
+        published=str(info.get("published") or ""),
+        nbytes=_int(info.get("bytes")),
+        published_bytes=_int(info.get("published_bytes")),
+    )
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, int | float) else 0
 
 
 def cpu_per_gib(m: Measurement) -> float:
@@ -187,11 +216,20 @@ def cpu_per_gib(m: Measurement) -> float:
     return m.client_cpu / (m.bytes / 2**30) if m.bytes else 0.0
 
 
+def _failed_cell(m: Measurement) -> str:
+    error = m.error or ""
+    if error.startswith("skipped"):
+        return "skipped"
+    if error.startswith("disk full"):
+        return "DISK FULL"
+    return "FAILED"
+
+
 def _cell(m: Measurement | None, metric: str) -> str:
     if m is None:
         return "-"
     if not m.ok:
-        return "skipped" if (m.error or "").startswith("skipped") else "FAILED"
+        return _failed_cell(m)
     if metric == "seconds":
         return f"{m.seconds:.2f}"
     if metric == "cpu_per_gib":
@@ -216,6 +254,7 @@ def pivot(
     metric: str,
     tools: Sequence[str],
     skipped: Sequence[str] = (),
+    rows: Sequence[Mapping[str, object]] = (),
 ) -> tuple[list[str], list[list[str]]]:
     """Rows = test, columns = tools (the Synapse client's table shape).
 
@@ -226,7 +265,7 @@ def pivot(
     for m in measurements:
         if m.direction != direction:
             continue
-        label = row_label(m)
+        label = row_label(m, rows)
         if label not in labels:
             labels.append(label)
         index[(label, m.tool)] = m
@@ -247,7 +286,7 @@ def _text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
         "  ".join(
             h.ljust(w) if i == 0 else h.rjust(w)
             for i, (h, w) in enumerate(zip(header, widths, strict=True))
-        )
+        ).rstrip()
     ]
     lines.append("  ".join("-" * w for w in widths))
     for r in body:
@@ -255,7 +294,7 @@ def _text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
             "  ".join(
                 c.ljust(w) if i == 0 else c.rjust(w)
                 for i, (c, w) in enumerate(zip(r, widths, strict=True))
-            )
+            ).rstrip()
         )
     return "\n".join(lines)
 
@@ -278,9 +317,21 @@ _METRICS = (
     ("server_cpu", "server CPU seconds (median run)"),
 )
 
+#: Client + server CPU over (wall x cores) from which a run counts as CPU-bound.
+BUSY = 0.75
+#: Short direction names for the summary table (issue 10's "up" and "down").
+_SHORT = {"upload": "up", "download": "down"}
+
+#: Everything below this line in an existing report.md is kept when the report is rewritten.
+HAND_WRITTEN = "<!-- synxfer-bench: hand-written notes below this line are kept on regeneration -->"
+
 
 def _tool_versions(result: MatrixResult) -> dict[str, object]:
     return {str(t["name"]): t.get("version") for t in result.tools}
+
+
+def _is_ours(tool: str) -> bool:
+    return tool.startswith("synxfer")
 
 
 @dataclass
@@ -292,10 +343,12 @@ class ScenarioReport:
     prices: Prices = field(default_factory=Prices)
     note: str = ""
     machine: dict[str, object] = field(default_factory=machine_info)
+    #: Set when the Markdown is re-rendered from a results.json (``synxfer-bench report``).
+    rendered: str = ""
 
     @property
     def ok(self) -> bool:
-        return all(m.ok for m in self.result.measurements)
+        return self.result.aborted is None and all(m.ok for m in self.result.measurements)
 
     @property
     def tool_names(self) -> list[str]:
@@ -313,6 +366,10 @@ class ScenarioReport:
             if m.direction not in seen:
                 seen.append(m.direction)
         return seen
+
+    def label(self, m: Measurement) -> str:
+        """The row of ``m`` as the tables show it: what moved, and the seed row."""
+        return row_label(m, self.result.rows)
 
     def _ratio(self, row: str) -> float:
         for info in self.result.rows:
@@ -342,7 +399,7 @@ class ScenarioReport:
         results = []
         for m in self.result.measurements:
             d = m.to_dict()
-            d["label"] = row_label(m)
+            d["label"] = self.label(m)
             d["cost"] = self.costs(m)
             results.append(d)
         return {
@@ -359,10 +416,14 @@ class ScenarioReport:
             "target": self.result.target,
             "tools": self.result.tools,
             "tool_versions": _tool_versions(self.result),
-            "rows": self.result.rows,
+            "skipped_tools": self.result.skipped_tools,
+            "rows": [{**r, "label": _info_label(r)} for r in self.result.rows],
             "notes": self.result.notes,
+            "aborted": self.result.aborted,
+            "disk": self.result.disk,
             "prices": self.prices.to_dict(),
             "ok": self.ok,
+            "summary": self.versus(),
             "results": results,
             "samples": [s.to_dict() for s in self.result.samples],
             "timeline": [t.to_dict() for t in self.result.timeline],
@@ -374,60 +435,157 @@ class ScenarioReport:
 
     # -- comparisons
     def versus(self) -> list[dict[str, object]]:
-        """Per (row, direction): synxfer against the fastest peer, and CPU/GiB against s5cmd."""
+        """Per (row, direction): synxfer against the fastest peer (issue 10's table).
+
+        ``ratio`` is the fastest peer's wall time over synxfer's (>= 1: synxfer
+        wins; ``time_ratio`` is its inverse). synxfer is the ``synxfer`` tool
+        (defaults) when it ran, else the best of synxfer's profiles. ``goal``
+        is None when no peer ran: nothing is claimed then.
+        """
         out: list[dict[str, object]] = []
         by_key: dict[tuple[str, str], dict[str, Measurement]] = {}
         for m in self.result.measurements:
-            by_key.setdefault((row_label(m), m.direction), {})[m.tool] = m
+            by_key.setdefault((self.label(m), m.direction), {})[m.tool] = m
+        cores = int(self.machine.get("cpu_count") or 1)  # type: ignore[call-overload]
         for (label, direction), tools in by_key.items():
-            ours = [m for t, m in tools.items() if t.startswith("synxfer") and m.ok]
-            peers = [m for t, m in tools.items() if not t.startswith("synxfer") and m.ok]
-            if not ours:
-                continue
-            best = min(ours, key=lambda m: m.seconds)
+            ours = [m for t, m in tools.items() if _is_ours(t) and m.ok]
+            peers = [m for t, m in tools.items() if not _is_ours(t) and m.ok]
             row: dict[str, object] = {
                 "test": label,
                 "direction": direction,
-                "synxfer": best.tool,
-                "synxfer_s": best.seconds,
-                "synxfer_cpu_per_gib": cpu_per_gib(best),
+                "seconds": {t: (m.seconds if m.ok else None) for t, m in tools.items()},
+                "cpu_per_gib": {t: (cpu_per_gib(m) if m.ok else None) for t, m in tools.items()},
+                "server_cpu_s": {t: (m.server_cpu if m.ok else None) for t, m in tools.items()},
             }
-            if peers:
+            plain = tools.get("synxfer")
+            best = plain if plain is not None and plain.ok else None
+            if best is None and ours:
+                best = min(ours, key=lambda m: m.seconds)
+            if best is not None:
+                row.update(
+                    synxfer=best.tool,
+                    synxfer_s=best.seconds,
+                    synxfer_cpu_per_gib=cpu_per_gib(best),
+                    synxfer_peak_rss=best.peak_rss,
+                    binds=_binds(best, cores, self._machine_busy(best)),
+                )
+            if best is not None and peers:
                 fastest = min(peers, key=lambda m: m.seconds)
+                ratio = fastest.seconds / best.seconds if best.seconds else None
                 row.update(
                     fastest_peer=fastest.tool,
                     fastest_peer_s=fastest.seconds,
+                    ratio=ratio,
                     time_ratio=best.seconds / fastest.seconds if fastest.seconds else None,
                 )
             s5 = tools.get("s5cmd")
             if s5 is not None and s5.ok:
                 row["s5cmd_cpu_per_gib"] = cpu_per_gib(s5)
+            time_met = None if "ratio" not in row else float(row["ratio"] or 0) >= 1.0  # type: ignore[arg-type]
+            cpu_met = None
+            if best is not None and "s5cmd_cpu_per_gib" in row:
+                cpu_met = cpu_per_gib(best) <= float(row["s5cmd_cpu_per_gib"])  # type: ignore[arg-type]
+            row["goal_time_met"] = time_met
+            row["goal_cpu_met"] = cpu_met
             out.append(row)
         return out
 
+    def _machine_busy(self, m: Measurement) -> float | None:
+        """Share of all cores busy (1 - idle) in the timeline while ``m``'s runs ran."""
+        spans = [
+            (s.start, s.end)
+            for s in self.result.samples
+            if (s.row, s.tool, s.direction, s.concurrency)
+            == (m.row, m.tool, m.direction, m.concurrency)
+            and s.ok
+            and s.end > s.start
+        ]
+        busy = [
+            1 - t.cpu_idle / 100
+            for t in self.result.timeline
+            if any(a <= t.t <= b + 0.5 for a, b in spans)
+        ]
+        return sum(busy) / len(busy) if busy else None
+
+    def _summary_table(self) -> tuple[list[str], list[list[str]]]:
+        """Issue 10's table: row, each tool's seconds, ratio, CPU s/GiB, server CPU, RSS."""
+        tools = self.tool_names
+        order = " / ".join(tools)
+        header = [
+            "row",
+            *tools,
+            "ratio",
+            f"client CPU s/GiB ({order})",
+            "server CPU s (same order)",
+            "synxfer peak RSS MiB",
+            "which side binds (synxfer's run)",
+            "goals (time, CPU)",
+        ]
+        index: dict[tuple[str, str], dict[str, Measurement]] = {}
+        for m in self.result.measurements:
+            index.setdefault((self.label(m), m.direction), {})[m.tool] = m
+        body: list[list[str]] = []
+        for v in self.versus():
+            label, direction = str(v["test"]), str(v["direction"])
+            cells = index.get((label, direction), {})
+
+            def cell(tool: str, metric: str, cells: dict[str, Measurement] = cells) -> str:
+                if tool in self.result.skipped_tools:
+                    return "skipped"
+                return _cell(cells.get(tool), metric)
+
+            ratio = v.get("ratio")
+            rss = v.get("synxfer_peak_rss")
+            body.append(
+                [
+                    f"{label} {_SHORT.get(direction, direction)}",
+                    *(cell(t, "seconds") for t in tools),
+                    f"{float(ratio):.2f}" if isinstance(ratio, float) else "-",
+                    " / ".join(cell(t, "cpu_per_gib") for t in tools),
+                    " / ".join(cell(t, "server_cpu") for t in tools),
+                    f"{rss / 2**20:.0f}" if isinstance(rss, int) and rss else "-",
+                    str(v.get("binds") or "-"),
+                    _goals(v),
+                ]
+            )
+        return header, body
+
     # -- renderings
     def terminal(self) -> str:
-        """The Synapse-shaped tables (rows = test, columns = tools) and the notes."""
+        """The Synapse-shaped tables (rows = test, columns = tools), issue 10's summary, notes."""
         tools = self.tool_names
-        plan = self.result.plan
+        r = self.result
+        plan = r.plan
         parts = [
-            f"synxfer-bench {plan.scenario.name} x{plan.scale:g} on {self.result.target['name']}"
+            f"synxfer-bench {plan.scenario.name} x{plan.scale:g} on {r.target['name']}"
             f" (median of {plan.repeat})"
         ]
+        if r.aborted:
+            parts.append(f"STOPPED EARLY: {r.aborted}")
         for direction in self.directions:
             for metric, title in (("seconds", "seconds"), ("cpu_per_gib", "client CPU s/GiB")):
                 header, body = pivot(
-                    self.result.measurements, direction, metric, tools, self.result.skipped_tools
+                    r.measurements, direction, metric, tools, r.skipped_tools, r.rows
                 )
                 parts.append(f"\n{direction}: {title}\n{_text_table(header, body)}")
-        if self.result.notes:
-            parts.append("\nnotes:\n" + "\n".join(f"  {n}" for n in self.result.notes))
-        failures = [m for m in self.result.measurements if not m.ok and m.error]
+        header, body = self._summary_table()
+        if body:
+            keep = [0, *range(1, len(tools) + 2), len(header) - 1]
+            parts.append(
+                "\nsynxfer against the fastest peer (ratio = fastest peer's wall / synxfer's; "
+                ">= 1: synxfer wins)\n"
+                + _text_table([header[i] for i in keep], [[b[i] for i in keep] for b in body])
+            )
+        if r.notes:
+            parts.append("\nnotes:\n" + "\n".join(f"  {n}" for n in r.notes))
+        failures = [m for m in r.measurements if not m.ok and m.error]
         failures = [m for m in failures if not (m.error or "").startswith("skipped")]
         if failures:
             parts.append(
                 "\nfailures:\n"
-                + "\n".join(f"  {row_label(m)} {m.tool} {m.direction}: {m.error}" for m in failures)
+                + "\n".join(
+                    f"  {self.label(m)} {m.tool} {m.direction}: {m.error}" for m in failures
+                )
             )
         return "\n".join(parts)
 
@@ -449,64 +607,60 @@ class ScenarioReport:
             "```",
             "",
             f"* started {r.started}, took {r.seconds / 60:.1f} min; scale {plan.scale:g}, "
-            f"median of {plan.repeat} run(s) per cell, tools interleaved per row, "
-            "fresh prefix per run, every run verified (object count and sizes)",
+            f"median of {plan.repeat} run(s) per cell, tools interleaved per row (order "
+            "rotated each round), fresh prefix per run, every run verified (object count and "
+            "sizes)",
             f"* machine: {m.get('cpu_count')} CPUs, {m.get('platform')}, Python {m.get('python')}",
             f"* target: {_describe_target(r.target)}",
+            "* rows are labelled with what was moved; a shrunk row names the seed's row it "
+            "stands for and the bytes' scale",
         ]
+        if r.disk:
+            lines.append(f"* disk: {_describe_disk(r.disk)}")
+        if self.rendered:
+            lines.append(f"* {self.rendered}")
         if self.note:
             lines += ["", f"> {self.note}"]
-        for direction in self.directions:
-            lines += ["", f"## {direction.capitalize()}"]
-            for metric, title in _METRICS:
-                shown = "range" if metric == "seconds" else metric
-                header, body = pivot(r.measurements, direction, shown, tools, r.skipped_tools)
-                if metric == "seconds":
-                    title += " (min-max)"
-                lines += ["", f"**{title}**", "", _md_table(header, body)]
-        versus = self.versus()
-        if versus:
+        if r.aborted:
+            lines += ["", f"**The run stopped early: {r.aborted}.** Cells not run are missing."]
+        header, body = self._summary_table()
+        if body:
             lines += [
                 "",
                 "## synxfer against the peers",
                 "",
-                "Goal (not a gate): synxfer's wall time <= the fastest peer's, and its client "
-                "CPU s/GiB <= s5cmd's. The better of synxfer's two profiles is shown.",
+                "Issue 10's table: median wall seconds per tool; *ratio* = the fastest peer's "
+                "wall time / synxfer's (>= 1 means synxfer wins); client CPU seconds per GiB "
+                "(user + system of each tool's process tree) and the server's CPU seconds "
+                "during each tool's runs (median); synxfer's peak RSS. *Which side binds* "
+                "compares the client's and the server's CPU seconds during synxfer's runs when "
+                f"the two kept the machine's cores at least {BUSY:.0%} busy; when they did not "
+                "but the machine was that busy, other processes' CPU bound it; otherwise "
+                "neither side's CPU did (latency, start-up or I/O). Goals (not a gate): ratio >= 1 "
+                "and client CPU s/GiB <= s5cmd's; none is claimed when no peer ran.",
                 "",
+                _md_table(header, body),
             ]
-            header = ["test", "direction", "synxfer s", "fastest peer", "peer s", "time ratio",
-                      "synxfer CPU s/GiB", "s5cmd CPU s/GiB", "goals met"]  # fmt: skip
-            body = []
-            for v in versus:
-                ratio = v.get("time_ratio")
-                s5 = v.get("s5cmd_cpu_per_gib")
-                time_ok = ratio is None or float(ratio) <= 1.0  # type: ignore[arg-type]
-                cpu_ok = s5 is None or float(v["synxfer_cpu_per_gib"]) <= float(s5)  # type: ignore[arg-type]
-                goals = ("time " + ("yes" if time_ok else "NO")) + (
-                    ", CPU " + ("yes" if cpu_ok else "NO")
+        for direction in self.directions:
+            lines += ["", f"## {direction.capitalize()}"]
+            for metric, title in _METRICS:
+                shown = "range" if metric == "seconds" else metric
+                header, body = pivot(
+                    r.measurements, direction, shown, tools, r.skipped_tools, r.rows
                 )
-                body.append(
-                    [
-                        str(v["test"]),
-                        str(v["direction"]),
-                        f"{float(v['synxfer_s']):.2f} ({v['synxfer']})",  # type: ignore[arg-type]
-                        str(v.get("fastest_peer", "-")),
-                        f"{float(v['fastest_peer_s']):.2f}" if "fastest_peer_s" in v else "-",  # type: ignore[arg-type]
-                        f"{float(ratio):.2f}" if ratio is not None else "-",  # type: ignore[arg-type]
-                        f"{float(v['synxfer_cpu_per_gib']):.1f}",  # type: ignore[arg-type]
-                        f"{float(s5):.1f}" if s5 is not None else "-",  # type: ignore[arg-type]
-                        goals,
-                    ]
-                )
-            lines += [_md_table(header, body)]
+                if metric == "seconds":
+                    title += " (min-max)"
+                lines += ["", f"**{title}**", "", _md_table(header, body)]
         lines += self._cost_section()
         lines += ["", "## Rows", ""]
-        header = ["test", "published", "measured as", "bytes", "data", "zlib-6 ratio", "case"]
+        header = ["row (as labelled)", "seed row", "moved", "files", "bytes", "data",
+                  "zlib-6 ratio", "case"]  # fmt: skip
         body = [
             [
-                str(i["name"]),
+                _info_label(i),
                 str(i["published"]),
                 str(i["geometry"]),
+                str(i["files"]),
                 str(i["bytes"]),
                 str(i["data"]),
                 f"{float(i['compression_ratio_zlib6']):.3f}",  # type: ignore[arg-type]
@@ -521,7 +675,9 @@ class ScenarioReport:
             [str(t["name"]), str(t.get("version")), str(t.get("options") or t.get("path") or "")]
             for t in r.tools
         ]
+        body += [[t, "-", "not installed: skipped"] for t in r.skipped_tools]
         lines += [_md_table(header, body)]
+        lines += self._runs_section()
         if r.notes:
             lines += ["", "## Notes", ""] + [f"* {n}" for n in r.notes]
         failures = [
@@ -529,7 +685,7 @@ class ScenarioReport:
         ]
         if failures:
             lines += ["", "## Failures", ""] + [
-                f"* {row_label(x)} {x.tool} {x.direction}: {x.error}" for x in failures
+                f"* {self.label(x)} {x.tool} {x.direction}: {x.error}" for x in failures
             ]
         if charts:
             lines += ["", "## Charts", ""]
@@ -546,6 +702,55 @@ class ScenarioReport:
         ]
         return "\n".join(line for line in lines if line is not None) + "\n"
 
+    def write_markdown(self, path: Path, charts: Sequence[tuple[str, str]] = ()) -> None:
+        """Write :meth:`markdown` to ``path``; notes below :data:`HAND_WRITTEN` stay."""
+        text = self.markdown(charts)
+        if path.is_file():
+            old = path.read_text()
+            if HAND_WRITTEN in old:
+                text += "\n" + HAND_WRITTEN + old.split(HAND_WRITTEN, 1)[1]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def _runs_section(self) -> list[str]:
+        """Every run in the order it ran: wall time, client and server CPU, peak RSS."""
+        samples = sorted(self.result.samples, key=lambda s: (s.start, s.end))
+        if not samples:
+            return []
+        rows = self.result.rows
+        header = ["row", "direction", "round", "tool", "seconds", "client CPU s",
+                  "server CPU s", "peak RSS MiB", "ok"]  # fmt: skip
+        body = []
+        for s in samples:
+            info = next((i for i in rows if i.get("name") == s.row), None)
+            label = _info_label(info) if info is not None else s.row
+            if s.concurrency is not None:
+                label += f" c={s.concurrency}"
+            body.append(
+                [
+                    label,
+                    s.direction,
+                    str(s.rep + 1),
+                    s.tool,
+                    f"{s.seconds:.2f}",
+                    f"{s.cpu_user + s.cpu_system:.2f}",
+                    "-" if s.server_cpu is None else f"{s.server_cpu:.2f}",
+                    f"{s.peak_rss / 2**20:.0f}",
+                    "yes" if s.ok else ("DISK FULL" if s.disk_full else "NO"),
+                ]
+            )
+        return [
+            "",
+            "## Every run",
+            "",
+            "<details><summary>each run in the order it ran, with the server's CPU seconds "
+            "during it</summary>",
+            "",
+            _md_table(header, body),
+            "",
+            "</details>",
+        ]
+
     def _cost_section(self) -> list[str]:
         p = self.prices
         lines = [
@@ -555,7 +760,7 @@ class ScenarioReport:
             f"Skyplane-style: egress ${p.egress_per_gb}/GB x bytes (x the zlib-6 ratio where the "
             f"data compresses) + instance ${p.instance_per_hour}/h x transfer time. None of the "
             "tools compresses in transit; the *compressed* column is what the transfer would "
-            "cost if it did. *Projected* scales bytes and time back to the published row size at "
+            "cost if it did. *Projected* scales bytes and time back to the seed's row size at "
             "the measured rate. Prices: `--egress-price`, `--instance-price` or `--prices FILE`.",
             "",
         ]
@@ -565,7 +770,7 @@ class ScenarioReport:
             "tool",
             "$ as sent",
             "$ compressed",
-            "$ projected (full size)",
+            "$ projected (seed size)",
         ]
         body = []
         for m in self.result.measurements:
@@ -577,7 +782,7 @@ class ScenarioReport:
             proj = c.get("projected_full_size")
             body.append(
                 [
-                    row_label(m),
+                    self.label(m),
                     m.direction,
                     m.tool,
                     f"{sent['total_usd']:.6f}",  # type: ignore[index]
@@ -587,8 +792,68 @@ class ScenarioReport:
             )
         return [*lines, _md_table(header, body)]
 
+    # -- loading a written report back
+    @classmethod
+    def load(cls, path: Path) -> ScenarioReport:
+        """Rebuild a report from its ``results.json`` (to re-render it with this code)."""
+        from .matrix import load_result
 
-def _describe_target(target: dict[str, object]) -> str:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or "samples" not in data or "rows" not in data:
+            raise ValueError(f"{path}: not the results.json of a synxfer-bench scenario run")
+        prices = data.get("prices") or {}
+        return cls(
+            load_result(data),
+            str(data.get("command", "")),
+            Prices(
+                float(prices.get("egress_per_gb", DEFAULT_EGRESS_PER_GB)),
+                float(prices.get("instance_per_hour", DEFAULT_INSTANCE_PER_HOUR)),
+            ),
+            note=str(data.get("note") or ""),
+            machine=dict(data.get("machine") or {}),
+        )
+
+
+def _binds(m: Measurement, cores: int, machine: float | None = None) -> str:
+    """What bound a run: a side's CPU when the cores were busy, else waiting (latency, I/O).
+
+    ``machine`` is the share of all cores busy during the run (the 1 Hz
+    timeline), which also counts processes other than the client and server.
+    """
+    if m.server_cpu is None or m.seconds <= 0:
+        return "-"
+    client, server = m.client_cpu, m.server_cpu
+    busy = (client + server) / (m.seconds * max(1, cores))
+    cpus = f"server {server:.1f} s, client {client:.1f} s CPU; {busy:.0%} of {cores} cores"
+    if busy >= BUSY:
+        return f"{'server' if server > client else 'client'} ({cpus})"
+    if machine is not None and machine >= BUSY:
+        return f"other processes' CPU (machine {machine:.0%} busy; {cpus})"
+    return f"neither side's CPU ({cpus})"
+
+
+def _goals(v: Mapping[str, object]) -> str:
+    if "synxfer_s" not in v:
+        return "synxfer failed"
+    if "fastest_peer" not in v:
+        return "no peer ran"
+    time_ok = "yes" if v["goal_time_met"] else "NO"
+    cpu = v.get("goal_cpu_met")
+    cpu_ok = "-" if cpu is None else ("yes" if cpu else "NO")
+    return f"time {time_ok}, CPU {cpu_ok}"
+
+
+def _describe_disk(disk: Mapping[str, int]) -> str:
+    parts = [f"{k} {human_size(v)}" for k, v in disk.items() if k not in ("needed", "free") and v]
+    text = f"needed about {human_size(disk.get('needed', 0))}"
+    if parts:
+        text += f" ({', '.join(parts)})"
+    if "free" in disk:
+        text += f", {human_size(disk['free'])} free at the start"
+    return text
+
+
+def _describe_target(target: Mapping[str, object]) -> str:
     parts = [str(target.get("server") or target.get("name"))]
     if target.get("version"):
         parts.append(str(target["version"]))

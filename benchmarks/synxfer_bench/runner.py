@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, ClassVar
 from synxfer import GiB, MiB, TransferConfig, __version__
 
 from .datagen import ensure_row_data, expected_files
-from .scenarios import Row
+from .scenarios import Row, row_label
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -277,6 +277,8 @@ class Measurement:
     seconds_min: float | None = None
     seconds_max: float | None = None
     peak_rss: int | None = None
+    #: What the row moved, for tables (``100x10.2KiB (nominal: 100x1MiB, scale 0.01)``).
+    label: str = ""
 
     @property
     def ok(self) -> bool:
@@ -317,6 +319,7 @@ class Measurement:
             "seconds_min": None if self.seconds_min is None else round(self.seconds_min, 6),
             "seconds_max": None if self.seconds_max is None else round(self.seconds_max, 6),
             "peak_rss": self.peak_rss,
+            "label": self.label or self.row,
         }
 
 
@@ -331,6 +334,8 @@ class BenchOptions:
     scenario: str = "custom"
     scale: float = 1.0
     extra: dict[str, object] = field(default_factory=dict)
+    #: Leave generated data and downloads behind (``--keep``); data found and reused always stays.
+    keep: bool = False
 
 
 def _bucket_name(index: int, tool: str) -> str:
@@ -388,18 +393,25 @@ async def run_rows(
     """Upload and download every row with every tool against ``endpoint_url``."""
     results: list[Measurement] = []
     out_root = options.work_dir / "out"
-    async with S3Admin(endpoint_url) as admin:
-        for index, row in enumerate(options.rows):
-            log(f"[{index + 1}/{len(options.rows)}] {row.name}: preparing data")
-            src, generated = await asyncio.to_thread(
-                ensure_row_data, options.work_dir, row, seed=options.seed
-            )
-            if generated:
-                log(f"  generated {row.files} files of {row.size} bytes in {src}")
-            for tool in tools:
-                results.extend(
-                    await _run_one(admin, tool, row, src, index, out_root, server_cpu, log)
+    made: list[Path] = []
+    try:
+        async with S3Admin(endpoint_url) as admin:
+            for index, row in enumerate(options.rows):
+                log(f"[{index + 1}/{len(options.rows)}] {row.name}: preparing data")
+                src, generated = await asyncio.to_thread(
+                    ensure_row_data, options.work_dir, row, seed=options.seed
                 )
+                if generated:
+                    made.append(src)
+                    log(f"  generated {row.files} files of {row.size} bytes in {src}")
+                for tool in tools:
+                    results.extend(
+                        await _run_one(admin, tool, row, src, index, out_root, server_cpu, log)
+                    )
+    finally:
+        if not options.keep:
+            for path in [*made, out_root]:
+                await asyncio.to_thread(shutil.rmtree, path, True)
     return results
 
 
@@ -421,6 +433,14 @@ async def _run_one(
         shutil.rmtree(out)
     up = Measurement(tool.name, row.name, "upload", row.files, row.total_bytes)
     down = Measurement(tool.name, row.name, "download", row.files, row.total_bytes)
+    up.label = down.label = row_label(
+        row.name,
+        row.geometry,
+        published=row.published,
+        nbytes=row.total_bytes,
+        published_bytes=row.published_bytes,
+        word="nominal",
+    )
     await admin.create_bucket(bucket)
     try:
         await _timed(up, lambda: tool.upload(src, url), server_cpu)

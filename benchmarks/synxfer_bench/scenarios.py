@@ -14,7 +14,15 @@ Two ways to shrink a row:
   (never below one file) and the size takes the rest, so a many-file row
   keeps many files (its per-file costs are what it measures) and every
   row's bytes shrink by the same factor. Rows marked ``fixed_size`` (the
-  16 MiB text shards) shrink by count only.
+  16 MiB text shards) shrink by count only. Small-file rows (files of at
+  most :data:`SMALL_FILE`) keep the seed's file count: they run as is
+  while the whole row fits :data:`SMALL_ROW_BUDGET` (53,248 x 16 KiB is
+  0.8 GiB), and their files shrink to fit it otherwise; a ``--scale`` below
+  the scenario's default shrinks that budget in proportion.
+
+Either way a shrunk row remembers the seed's geometry (``published``,
+``published_bytes``), and :func:`row_label` names both what was moved and
+what it stands for: ``2x512MiB (seed: 10x10GiB, scale 0.01)``.
 """
 
 from __future__ import annotations
@@ -32,11 +40,15 @@ __all__ = [
     "GCS_EMULATOR",
     "QUICK",
     "SCENARIOS",
+    "SMALL_FILE",
+    "SMALL_ROW_BUDGET",
+    "SPEED",
     "Row",
     "Scenario",
     "format_size",
     "human_size",
     "parse_rows",
+    "row_label",
     "select_rows",
 ]
 
@@ -45,6 +57,10 @@ __all__ = [
 CASES = ("transfer", "periodic-sync", "copy")
 #: What the files hold: incompressible random bytes, or generated text.
 DATA_KINDS = ("random", "text")
+#: A row whose files are at most this big is a small-file row: its file count is what it measures.
+SMALL_FILE = MiB
+#: At a scenario's default scale a small-file row runs as is up to this many bytes.
+SMALL_ROW_BUDGET = GiB
 
 
 def format_size(n: int) -> str:
@@ -135,27 +151,53 @@ class Row:
         """This row with each file's size multiplied by ``scale`` (at least 1 byte).
 
         The file count stays, so per-file overheads are still measured at
-        small scales; the name stays too, so results line up across scales.
+        small scales; the name stays too, so results line up across scales,
+        and ``published`` keeps the geometry it had before.
         """
         if scale == 1:
             return self
+        published = self.published or self.geometry
+        full = self.published_bytes or self.total_bytes
         if self.groups:
             groups = tuple((c, max(1, math.ceil(s * scale))) for c, s in self.groups)
-            return replace(self, groups=groups, size=max(s for _, s in groups))
-        return replace(self, size=max(1, math.ceil(self.size * scale)))
+            return replace(
+                self,
+                groups=groups,
+                size=max(s for _, s in groups),
+                published=published,
+                published_bytes=full,
+            )
+        return replace(
+            self,
+            size=max(1, math.ceil(self.size * scale)),
+            published=published,
+            published_bytes=full,
+        )
 
-    def shrunk(self, scale: float) -> Row:
+    @property
+    def small_files(self) -> bool:
+        """Every file is at most :data:`SMALL_FILE`: the row measures per-file costs."""
+        return self.size <= SMALL_FILE and not self.fixed_size
+
+    def shrunk(self, scale: float, *, small_budget: int = SMALL_ROW_BUDGET) -> Row:
         """This row with its bytes multiplied by ``scale``, count and size both shrinking.
 
         The count is multiplied by ``scale ** (1/3)`` (at least one file; by
         ``scale`` itself for ``fixed_size`` rows) and each file's size
         becomes whatever keeps the row's bytes at ``scale`` times the
-        original. The name stays; ``published`` keeps the original geometry.
+        original. A small-file row (:attr:`small_files`) keeps its count
+        instead and takes ``max(scale x its bytes, small_budget)`` bytes,
+        never more than its own: it runs as is when it fits the budget. The
+        name stays; ``published`` keeps the original geometry.
         """
         published = self.published or self.geometry
         full = self.published_bytes or self.total_bytes
         if scale == 1:
             return replace(self, published=published, published_bytes=full)
+        if self.small_files and not self.groups:
+            target = min(self.total_bytes, max(round(self.total_bytes * scale), small_budget))
+            size = max(1, target // self.files)
+            return replace(self, size=size, published=published, published_bytes=full)
         groups = tuple(_shrink(c, s, scale, self.fixed_size) for c, s in self.layout)
         if self.groups:
             return replace(
@@ -193,12 +235,68 @@ class Scenario:
     #: Scale with :meth:`Row.shrunk` (True) or :meth:`Row.scaled` (``--quick``).
     proportional: bool = True
     notes: tuple[str, ...] = field(default=())
+    #: The tools ``--tools`` defaults to (empty: all of them).
+    tools: tuple[str, ...] = ()
+    #: The target ``--target`` defaults to (empty: ``embedded``).
+    target: str = ""
 
     def scaled(self, scale: float) -> Scenario:
-        """Every row scaled (see :meth:`Row.scaled` / :meth:`Row.shrunk`)."""
+        """Every row scaled (see :meth:`Row.scaled` / :meth:`Row.shrunk`).
+
+        Small-file rows get :data:`SMALL_ROW_BUDGET` at the default scale
+        (or above), and a proportionally smaller budget below it.
+        """
         if self.proportional:
-            return replace(self, rows=tuple(r.shrunk(scale) for r in self.rows))
+            budget = round(SMALL_ROW_BUDGET * min(1.0, scale / self.default_scale))
+            return replace(
+                self, rows=tuple(r.shrunk(scale, small_budget=budget) for r in self.rows)
+            )
         return replace(self, rows=tuple(r.scaled(scale) for r in self.rows))
+
+
+def _is_geometry(name: str) -> bool:
+    return _ROW.match(name) is not None
+
+
+def row_label(
+    name: str,
+    geometry: str,
+    *,
+    published: str = "",
+    nbytes: int = 0,
+    published_bytes: int = 0,
+    word: str = "seed",
+) -> str:
+    """What a row moved, and the seed's row it stands for when it was shrunk.
+
+    ``2x512MiB (seed: 10x10GiB, scale 0.01)``; ``1000x1MiB`` for a row run
+    as is; a named row gets its name first: ``periodic-sync-5pct:
+    16384x64KiB (seed: 16384x1MiB, scale 0.0625)``. The scale shown is the
+    bytes moved over the seed's bytes, whatever ``--scale`` asked for.
+    """
+    named = not _is_geometry(name)
+    if not published_bytes or nbytes == published_bytes:
+        if named:
+            return f"{name}: {geometry}"
+        return name if name == geometry or _same_size(name, geometry) else geometry
+    head = f"{name}: {geometry}" if named else geometry
+    return f"{head} ({word}: {published or name}, scale {nbytes / published_bytes:.3g})"
+
+
+def _same_size(name: str, geometry: str) -> bool:
+    """``2500x1MB`` and ``2500x977KiB`` name the same files (the row was not resized).
+
+    Within 5 %: ``parse_size`` reads MB as MiB (4.9 % more than a real MB),
+    and the geometry is rounded to three digits.
+    """
+    a, b = _ROW.match(name), _ROW.match(geometry)
+    if a is None or b is None or a.group(1) != b.group(1):
+        return False
+    try:
+        named, moved = parse_size(a.group(2)), parse_size(b.group(2))
+    except ValueError:
+        return False
+    return abs(named - moved) <= named / 20
 
 
 #: The quick matrix: many small files, a few medium ones, one multipart file.
@@ -310,9 +408,34 @@ CROSS_CLOUD = Scenario(
     source="Skyplane (cloud-to-cloud transfers and their egress cost)",
 )
 
+#: Issue 10's table: true sizes, up and down, synxfer against the three
+#: fastest peers on SeaweedFS (4 GiB of data; about 15 minutes at 3 rounds).
+SPEED = Scenario(
+    "speed",
+    (Row.of(1000, MiB), Row.of(100, 10 * MiB), Row.of(10, 100 * MiB), Row.of(1, GiB)),
+    directions=("upload", "download"),
+    default_scale=1.0,
+    description=(
+        "issue 10's speed table at true sizes (not scaled): 1000x1MiB, 100x10MiB, "
+        "10x100MiB and 1x1GiB, up and down, synxfer against s5cmd, aws-cli and rclone"
+    ),
+    source="issue 10 (speed: at or beyond s5cmd and rclone on every row)",
+    tools=("synxfer", "s5cmd", "aws", "rclone"),
+    target="seaweedfs",
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
-    for s in (QUICK, SYNAPSE_UPLOAD, SYNAPSE_DOWNLOAD, AWSCLI, S5CMD, SKYPLANE, CROSS_CLOUD)
+    for s in (
+        QUICK,
+        SPEED,
+        SYNAPSE_UPLOAD,
+        SYNAPSE_DOWNLOAD,
+        AWSCLI,
+        S5CMD,
+        SKYPLANE,
+        CROSS_CLOUD,
+    )
 }
 
 _ROW = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\S+)\s*$")

@@ -33,9 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from synxfer._url import parse_location
 
@@ -76,6 +77,9 @@ class Target(abc.ABC):
     #: True for servers this process started on 127.0.0.1.
     local: bool = True
     region: str = REGION
+    #: Disk a local server needs per byte of the largest row it holds at once
+    #: (0: it keeps objects in memory, or the target is remote).
+    disk_factor: float = 0.0
 
     def __init__(self) -> None:
         self.endpoint_url: str | None = None
@@ -94,7 +98,7 @@ class Target(abc.ABC):
     def stop(self) -> None:
         """Remove the bucket (local) and stop the server. Safe to call twice."""
 
-    def __enter__(self) -> Target:
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:
@@ -137,6 +141,9 @@ class Target(abc.ABC):
     async def remove_prefix(self, prefix: str) -> None:
         """Delete every object under ``<base_prefix><prefix>``."""
 
+    def reclaim(self) -> None:  # noqa: B027 (most targets have nothing to reclaim)
+        """Give back the disk space of deleted objects now (servers that keep it)."""
+
 
 class _S3ServerTarget(Target):
     """A local S3 server reached with :class:`S3Admin` and fixed throwaway credentials."""
@@ -148,6 +155,8 @@ class _S3ServerTarget(Target):
         super().__init__()
         self._loop: asyncio.Runner | None = None
         self._admin: S3Admin | None = None
+        #: Bytes of objects deleted since the space was last reclaimed.
+        self.deleted_bytes = 0
 
     def tool_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
@@ -215,7 +224,8 @@ class _S3ServerTarget(Target):
     async def remove_prefix(self, prefix: str) -> None:
         full = self.base_prefix + prefix
         batch: list[str] = []
-        async for key, _size in self.admin.objects(self.bucket, full):
+        async for key, size in self.admin.objects(self.bucket, full):
+            self.deleted_bytes += size
             batch.append(key)
             if len(batch) == 1000:
                 await self.admin.delete_keys(self.bucket, batch)
@@ -302,6 +312,8 @@ class SeaweedTarget(_S3ServerTarget):
 
     name = "seaweedfs"
     access_key = "synxferbench"
+    #: One live copy of a row, plus the previous run's garbage while a vacuum catches up.
+    disk_factor = 2.0
 
     def __init__(
         self, work_dir: Path, *, peers_venv: Path | None = None, keep_data: bool = False
@@ -404,6 +416,41 @@ class SeaweedTarget(_S3ServerTarget):
         self.endpoint_url = f"http://{HOST}:{ports[3]}"
         self._ready()
 
+    def reclaim(self, wait: float = 10.0) -> None:
+        """Vacuum every volume through the master (``/vol/vacuum`` answers when done).
+
+        The filer deletes an object's chunks in batches about a second
+        after the object, so this first waits (up to ``wait`` seconds) until
+        the volumes count at least :attr:`deleted_bytes` as deleted. A
+        failure is not fatal: the space comes back when the data directory
+        is removed at the end of the run.
+        """
+        if self._proc is None or not self._ports or not self.deleted_bytes:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            garbage = self._garbage()
+            if garbage < 0 or garbage >= self.deleted_bytes:
+                break
+            time.sleep(0.1)
+        url = f"http://{HOST}:{self._ports[0]}/vol/vacuum?garbageThreshold=0.0001"
+        with (
+            contextlib.suppress(OSError, ValueError),
+            urllib.request.urlopen(url, timeout=600) as answer,
+        ):
+            answer.read()
+            self.deleted_bytes = 0
+
+    def _garbage(self) -> int:
+        """Bytes the volume server counts as deleted and not yet vacuumed (-1: unknown)."""
+        url = f"http://{HOST}:{self._ports[1]}/status"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                status = json.loads(answer.read())
+            return sum(int(v.get("DeletedByteCount", 0)) for v in status.get("Volumes") or [])
+        except (OSError, ValueError, TypeError, AttributeError):
+            return -1
+
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
             log = self.root / "logs" / "stdout.log"
@@ -432,7 +479,9 @@ class SeaweedTarget(_S3ServerTarget):
                 with contextlib.suppress(FileNotFoundError):
                     (self.root / "s3.json").unlink()
                 if not self.keep_data:
+                    # The data (volumes, filer store) and sockets go; the logs stay (KiBs).
                     shutil.rmtree(self.root / "data", ignore_errors=True)
+                    shutil.rmtree(self.root / "tmp", ignore_errors=True)
 
     def describe(self) -> dict[str, object]:
         return {
@@ -553,12 +602,16 @@ def make_target(
     *,
     endpoint_url: str | None = None,
     peers_venv: Path | None = None,
+    keep_data: bool = False,
 ) -> Target:
-    """``embedded``, ``seaweedfs`` or a URL (see the module docstring)."""
+    """``embedded``, ``seaweedfs`` or a URL (see the module docstring).
+
+    ``keep_data`` leaves a local server's data directory in place after the run.
+    """
     if spec == "embedded":
         return EmbeddedTarget()
     if spec == "seaweedfs":
-        return SeaweedTarget(work_dir, peers_venv=peers_venv)
+        return SeaweedTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
     if "://" in spec:
         return UrlTarget(spec, endpoint_url=endpoint_url)
     raise BenchError(

@@ -460,7 +460,20 @@ def setup_peers(
     for package in packages:
         log(f"pip install {package}")
         out = subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", package],
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                # Fail in seconds, not minutes, without a network (`make bench` goes on).
+                "--retries",
+                "2",
+                "--timeout",
+                "20",
+                package,
+            ],
             capture_output=True,
             text=True,
             check=False,
