@@ -350,6 +350,8 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_completes(
         seen += '"done"' in line
         if seen >= 10:
             break
+    workers = [pid for pid in _children(proc.pid) if b"spawn_main" in _cmdline(pid)]
+    assert len(workers) == 2
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=60)
@@ -357,6 +359,7 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_completes(
         proc.kill()
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    assert not [pid for pid in workers if _alive(pid)], "a worker outlived the command"
     landed = objects(moto, bkt, "c/")
     assert 10 <= len(landed) < len(files)  # stopped midway
     rerun = run_cli("sync", *args)
@@ -456,8 +459,16 @@ def test_processes_leave_no_worker_behind(moto: str, bkt: str, tmp_path: Path) -
     assert not set(_children()) - before
 
 
-def _children() -> list[int]:
-    me = os.getpid()
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _children(parent: int | None = None) -> list[int]:
+    me = os.getpid() if parent is None else parent
     out = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
