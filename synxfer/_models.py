@@ -16,6 +16,7 @@ __all__ = [
     "ListPage",
     "MultipartUpload",
     "ObjectInfo",
+    "PartInfo",
     "PendingUpload",
     "ReadResult",
     "TransferResult",
@@ -37,8 +38,15 @@ class ObjectInfo:
     ``metadata`` is user metadata; listings may leave it empty.
     ``checksums`` are whole-object checksums the *server* vouches for, by
     algorithm, base64-encoded as on the wire: ``{"crc32c": "…", "md5": "…"}``.
-    A backend fills in only what its service reports; the engine verifies
-    downloads against them.
+    A checksum of a multipart object that is the checksum of its parts'
+    checksums (S3's composite checksums, and its multipart ETag as
+    ``md5-composite``) is named ``<algorithm>-composite`` and written
+    ``value-N`` (N parts; ``value`` alone when the service leaves N out).
+    A backend fills in only what its service vouches for; the engine
+    verifies downloads against them (docs/reliability.md).
+    ``encryption`` is the server-side encryption the service reports
+    (S3: ``AES256``, ``aws:kms``, ``aws:kms:dsse``; ``SSE-C`` for
+    customer-provided keys), None when it reports none.
     """
 
     key: str
@@ -47,6 +55,24 @@ class ObjectInfo:
     etag: str | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     content_type: str | None = None
+    checksums: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    encryption: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartInfo:
+    """One part of a multipart object, as the service reports it.
+
+    ``number`` is 1-based, of ``count`` parts; ``size`` is the part's size
+    in bytes, ``offset`` where it starts in the object (None if the service
+    does not say); ``checksums`` are the part's own, named as in
+    :class:`ObjectInfo` (S3 reports a composite object's part checksums).
+    """
+
+    number: int
+    size: int
+    count: int
+    offset: int | None = None
     checksums: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
@@ -136,6 +162,9 @@ class Event:
     nbytes: int = 0
     error: str | None = None
     dryrun: bool = False
+    #: On a download's DONE event: True when the data was checked against a
+    #: checksum the source vouches for, False when the source offered none.
+    verified: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +185,8 @@ class TransferResult:
     actually crossed the network in each direction (a streamed remote copy
     counts both; a server-side copy neither; parts of failed files count).
     ``throughput`` is bytes per second over ``elapsed``.
+    ``not_verified`` counts downloaded files whose source vouched for no
+    checksum the data could be checked against (docs/reliability.md).
     """
 
     files_transferred: int = 0
@@ -169,6 +200,7 @@ class TransferResult:
     retries: int = 0
     elapsed: float = 0.0
     dryrun: bool = False
+    not_verified: int = 0
 
     @property
     def files_failed(self) -> int:
@@ -206,6 +238,7 @@ class TransferResult:
                 {"path": f.path, "action": f.action.value, "error": f.error} for f in self.failures
             ],
             "retries": self.retries,
+            "not_verified": self.not_verified,
             "elapsed": round(self.elapsed, 6),
             "throughput": round(self.throughput, 1),
             "dryrun": self.dryrun,

@@ -66,8 +66,42 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 def _moto_app(verify_md5: bool = True) -> WSGIApp:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    _fix_copied_checksums()
     app: WSGIApp = DomainDispatcherApplication(create_backend_app)
     return VerifyChecksums(app) if verify_md5 else app
+
+
+def _fix_copied_checksums() -> None:
+    """Make moto's CopyObject compute the copy's checksum, as S3 does.
+
+    moto gives the copy its source's checksum value as is; the copy of a
+    multipart object is a single-part object, so its source's *composite*
+    checksum (of the part checksums) would be reported as the copy's
+    full-object checksum, which its bytes do not match (and readers that
+    verify, synxfer and botocore with awscrt, refuse it). Patched once per
+    process.
+    """
+    from moto.s3.models import S3Backend
+    from moto.s3.utils import compute_checksum
+
+    original = S3Backend.copy_object
+    if getattr(original, "_synxfer_fixed", False):
+        return
+
+    def copy_object(
+        self: Any, src_key: Any, dest_bucket_name: str, dest_key_name: str, *args: Any, **kw: Any
+    ) -> None:
+        original(self, src_key, dest_bucket_name, dest_key_name, *args, **kw)
+        if not src_key.checksum_value or not src_key.checksum_algorithm:
+            return
+        key = self.get_object(dest_bucket_name, dest_key_name)
+        if key is not None and "-" not in key.etag:
+            algorithm = src_key.checksum_algorithm.upper()
+            key.checksum_value = compute_checksum(key.value, algorithm).decode()
+            key.checksum_type = "FULL_OBJECT"
+
+    copy_object._synxfer_fixed = True  # type: ignore[attr-defined]
+    S3Backend.copy_object = copy_object  # type: ignore[method-assign]
 
 
 _BAD_DIGEST = "The {} you specified did not match the calculated checksum."

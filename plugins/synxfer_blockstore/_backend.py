@@ -183,6 +183,9 @@ class BlockStoreBackend(Backend):
             part_checksum=None,
             part_size_multiple=self.block_size,  # every part ends on a block boundary
             fan_out=_FAN_OUT,
+            # Whole blocks are checked against their SHA-256 ids (``verify``),
+            # and the engine's ranges are whole blocks.
+            verified_reads=self.verify,
         )
         self.sites: tuple[str, ...] = tuple(self.cluster.sites)
         self.local = self.cluster.local

@@ -19,6 +19,7 @@ from .._models import (
     ListPage,
     MultipartUpload,
     ObjectInfo,
+    PartInfo,
     PendingUpload,
     ReadResult,
     WriteOptions,
@@ -70,6 +71,12 @@ class Capabilities:
     #: the backend takes one per request from ``options.requests`` instead
     #: (see :mod:`synxfer.backend._requests`).
     fan_out: frozenset[str] = frozenset()
+    #: ``read_into`` checks what it returns against checksums the store keeps
+    #: (the block store's SHA-256 block ids) whenever the range starts and
+    #: ends on ``part_size_multiple`` boundaries (or at the object's end), as
+    #: the engine's ranges do; a mismatch raises IntegrityError. The engine
+    #: counts such downloads as verified.
+    verified_reads: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +172,19 @@ class Backend(abc.ABC):
         With ``if_match`` (an ETag), raise PreconditionFailed if the object
         no longer has that ETag.
         """
+
+    async def stat_part(self, key: str, number: int, *, if_match: str | None = None) -> PartInfo:
+        """Part ``number`` (1-based) of a multipart object: its size, where it
+        starts, the parts count and its checksums (optional).
+
+        The engine uses it to learn how an object was uploaded, so that its
+        ranged reads line up with the parts and a checksum of the parts'
+        checksums (an S3 multipart ETag or composite checksum) can be
+        verified. An object that is not multipart answers ``count`` 1 (or
+        raises BackendError); with ``if_match`` (an ETag), an object that
+        changed raises PreconditionFailed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot stat parts")
 
     async def read_into(
         self,

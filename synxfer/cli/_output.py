@@ -82,15 +82,19 @@ def summary_line(result: TransferResult) -> str:
     """The one-line human summary printed on stderr at the end of a run.
 
     ``summary: 3 transferred (1.50 MiB), 2 skipped, 0 deleted, 0 failed in 0.42s, 3.57 MiB/s``
-    (prefixed with ``(dryrun) `` for dry runs).
+    (prefixed with ``(dryrun) `` for dry runs), then ``; not verified: N``
+    when N downloaded files had no checksum to be checked against.
     """
     prefix = "(dryrun) " if result.dryrun else ""
-    return (
+    line = (
         f"{prefix}summary: {result.files_transferred} transferred "
         f"({human_bytes(result.bytes_transferred)}), {result.files_skipped} skipped, "
         f"{result.files_deleted} deleted, {result.files_failed} failed "
         f"in {result.elapsed:.2f}s, {_rate(result.bytes_transferred, result.elapsed):.2f} MiB/s"
     )
+    if result.not_verified:
+        line += f"; not verified: {result.not_verified}"
+    return line
 
 
 class Progress:
@@ -243,7 +247,7 @@ class EventPrinter:
 
     @staticmethod
     def _event_dict(event: Event) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "type": "file",
             "kind": event.kind.value,
             "action": event.action.value,
@@ -253,6 +257,9 @@ class EventPrinter:
             "error": redact(event.error) if event.error is not None else None,
             "dryrun": event.dryrun,
         }
+        if event.verified is not None:
+            out["verified"] = event.verified
+        return out
 
     @staticmethod
     def _human(event: Event) -> str:
@@ -264,4 +271,5 @@ class EventPrinter:
         prefix = "(dryrun) " if event.dryrun else ""
         if event.kind is EventKind.FAILED:
             return redact(f"{prefix}{verb} failed: {where} {event.error or 'unknown error'}")
-        return redact(f"{prefix}{verb}: {where}")
+        unchecked = " (not verified: no checksum)" if event.verified is False else ""
+        return redact(f"{prefix}{verb}: {where}{unchecked}")

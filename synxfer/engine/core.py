@@ -160,14 +160,23 @@ class Engine:
                 run.result.bytes_downloaded += nbytes
             self._event(EventKind.PROGRESS, job, run, nbytes=nbytes)
 
-    def done(self, run: Run, job: Job, nbytes: int | None = None) -> None:
+    def done(
+        self, run: Run, job: Job, nbytes: int | None = None, verified: bool | None = None
+    ) -> None:
+        """A file is done; ``verified`` False counts a download whose source
+        vouched for no checksum (``TransferResult.not_verified``)."""
         r = run.result
         if job.action is Action.DELETE:
             r.files_deleted += 1
         else:
             r.files_transferred += 1
             r.bytes_transferred += job.size if nbytes is None else nbytes
-        self._event(EventKind.DONE, job, run)
+        if verified is False:
+            r.not_verified += 1
+        if verified is None:
+            self._event(EventKind.DONE, job, run)
+        else:
+            self._event(EventKind.DONE, job, run, verified=verified)
 
     def skipped(self, run: Run, job: Job, reason: str | None = None) -> None:
         run.result.files_skipped += 1

@@ -6,8 +6,14 @@ scheduler (:meth:`~.scheduler.Scheduler.map_parts`), which reserves each
 range's bytes and lends it a pooled buffer before its task exists, so tasks
 and memory stay bounded however big the object is; it is journaled, so an
 interrupted download resumes. Each byte is received into a pooled buffer,
-written from it once, and its checksums are computed in the same
+written from it once, and its checksum is computed in the same
 worker-thread call that wrote it.
+
+Every download is checked against the strongest checksum its source
+vouches for (:mod:`.verify`); data that does not match is fetched again
+under the client's retry policy (the same attempts and backoff as a
+transient error), and never renamed into place. A download whose source
+vouches for nothing is done but reported as not verified.
 """
 
 from __future__ import annotations
@@ -20,9 +26,13 @@ import logging
 import os
 from pathlib import Path
 
+from tenacity import AsyncRetrying
+
 from .._exceptions import IntegrityError, PreconditionFailed
 from .._models import ObjectInfo
+from .._retry import retrying
 from ..backend import Backend
+from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .core import Engine
 from .localfile import TEMP_SUFFIX, LocalFile, temp_path_for, write_whole_file
 from .meta import stored_mtime, stored_part_size
@@ -33,9 +43,9 @@ from .parts import (
     have_crc32c,
     multipart_etag,
     plan_part_size,
-    split,
 )
 from .scheduler import Lease
+from .verify import Plan, Sums, gather_layout, plan, unit_value
 
 __all__ = ["PartSums", "download_object", "resume_temp_path"]
 
@@ -49,8 +59,11 @@ async def download_object(
     dest: Path,
     size: int,
     etag: str | None = None,
-) -> int:
-    """Download ``key`` (expected ``size`` bytes) to ``dest``; returns bytes fetched.
+) -> tuple[int, bool]:
+    """Download ``key`` (expected ``size`` bytes) to ``dest``.
+
+    Returns the bytes fetched and whether the data was verified (against a
+    checksum the source vouches for, or by a backend that checks its reads).
 
     Every range is received into a pooled buffer (``backend.read_into``) and
     written from it with positional writes, hashed in the same worker-thread
@@ -62,8 +75,8 @@ async def download_object(
     one worker-thread call, no journal. A bigger one is fetched in ranges;
     when interrupted (cancelled) with the journal on, its temp file and
     journal entry stay, and the next run fetches only the missing parts.
-    Every ranged GET after the first carries the object's ETag (If-Match), so
-    an object replaced mid-download is detected instead of stitched together.
+    Every ranged GET carries the object's ETag (If-Match), so an object
+    replaced mid-download is detected instead of stitched together.
     """
     caps = backend.capabilities
     if caps.ranged_reads:
@@ -71,8 +84,34 @@ async def download_object(
     else:
         part_size = max(size, 1)
     if size <= part_size:
-        return await _download_single(engine, backend, key, dest, size, part_size, etag)
+        return await _download_single(engine, backend, key, dest, size, etag)
     return await _download_ranges(engine, backend, key, dest, size, part_size, etag)
+
+
+def _retrying_mismatch(engine: Engine) -> AsyncRetrying:
+    """The client's retry policy, for data that did not match its checksum."""
+    return retrying(engine.config.retry, "download", IntegrityError, engine.on_retry)
+
+
+class _Settled(Exception):
+    """A mismatch that fetching again cannot fix (not retried)."""
+
+    def __init__(self, error: IntegrityError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _gave_up(
+    exc: IntegrityError, attempts: int, dest: Path, *, same: bool = False
+) -> IntegrityError:
+    """The file's final error: the mismatch, the attempts made, nothing written."""
+    if same:
+        how = f"; the data came back the same in {attempts} attempts"
+    elif attempts > 1:
+        how = f"; {attempts} attempts"
+    else:
+        how = ""
+    return IntegrityError(f"{exc}{how}; nothing was written to {dest}")
 
 
 async def _download_single(
@@ -81,48 +120,68 @@ async def _download_single(
     key: str,
     dest: Path,
     size: int,
-    part_size: int,
     etag: str | None,
-) -> int:
+) -> tuple[int, bool]:
     """One GET into a pooled buffer, then ONE worker-thread call that writes,
     hashes, verifies, tags and renames (:func:`.localfile.write_whole_file`).
 
     Nothing to resume, so no journal; nothing exists on disk until the data
     is in memory, and the thread call removes its temp file on any failure.
+    A mismatch is fetched again under the retry policy. A multipart object
+    checked by a composite checksum asks for its part layout first
+    (:func:`.verify.gather_layout`), and hashes each part's slice.
     """
     scheduler = engine.scheduler
     resumable = engine.resumable
-    # With the journal on, the stable name an interrupted run would have left
-    # (overwritten here); without it, a unique one.
-    tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
+    src = backend.url(key)
+    attempts = 0
+    verified = backend.capabilities.verified_reads
     async with scheduler.reserve(size) as lease:
         view = lease.view()
-        info = await backend.read_into(key, 0, view, if_match=etag)
-        src = backend.url(key)
-        _check_size(src, size, info)
-        sums = PartSums(1)
-        sums.plan(info, size, part_size)
 
-        def check(md5: bytes | None, crc: int | None) -> None:
-            sums.record(0, md5, crc)
-            sums.verify(src, info, [size])
-
-        await scheduler.io_holding(
-            functools.partial(
-                write_whole_file,
-                dest,
-                tmp,
-                view,
-                exclusive=not resumable,
-                md5=sums.want_md5,
-                crc32c=sums.want_crc,
-                check=check,
-                mtime_ns=_mtime_ns(info),
-                etag=info.etag,
+        async def attempt() -> None:
+            nonlocal attempts, verified
+            attempts += 1
+            # With the journal on, the stable name an interrupted run would
+            # have left (overwritten here); without it, a unique one.
+            tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
+            info = await backend.read_into(key, 0, view, if_match=etag)
+            engine.progress(size, "down")
+            _check_size(src, size, info)
+            exp, layout = await gather_layout(backend, key, info, info.etag or etag)
+            verified = verified or exp is not None
+            check = None
+            if exp is not None:
+                whole = plan(size, max(size, 1), exp, layout)
+                check = functools.partial(_check_whole, whole, src)
+            await scheduler.io_holding(
+                functools.partial(
+                    write_whole_file,
+                    dest,
+                    tmp,
+                    view,
+                    exclusive=not resumable,
+                    check=check,
+                    mtime_ns=_mtime_ns(info),
+                    etag=info.etag,
+                )
             )
-        )
-    engine.progress(size, "down")
-    return size
+
+        try:
+            await _retrying_mismatch(engine)(attempt)
+        except IntegrityError as exc:
+            raise _gave_up(exc, attempts, dest) from None
+    return size, verified
+
+
+def _check_whole(p: Plan, url: str, data: memoryview) -> None:
+    """Check an object held whole in ``data`` (in the thread that wrote it)."""
+    sums = Sums(p)
+    for unit, members in enumerate(p.units):
+        (index,) = members  # one range per unit: the plan's ranges are whole parts
+        r = p.ranges[index]
+        sums.record(unit, unit_value(p.kind, data[r.offset : r.offset + r.length]))
+    sums.check(url)
 
 
 async def _download_ranges(
@@ -133,68 +192,124 @@ async def _download_ranges(
     size: int,
     part_size: int,
     etag: str | None,
-) -> int:
-    """Ranged GETs into pooled buffers, journaled so an interrupted run resumes."""
+) -> tuple[int, bool]:
+    """Ranged GETs into pooled buffers, journaled so an interrupted run resumes.
+
+    A HEAD first (``backend.stat``: ranged GETs carry no whole-object
+    checksum) tells what to verify against, and the part layout when that
+    needs it; the ranges are planned for it (:func:`.verify.plan`). After
+    the last range, the object's checksum is computed from the ranges' and
+    compared; on a mismatch the ranges still in doubt are fetched again
+    (see :mod:`.verify`), under the retry policy.
+    """
     scheduler = engine.scheduler
-    parts = split(size, part_size)
     src = backend.url(key)
     resumable = engine.resumable
     tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
-    sums = PartSums(len(parts))
-    info = await _resume_download(engine, backend, key, dest, tmp, size, part_size, sums)
-    if info is None:
+    info = await backend.stat(key)
+    _check_size(src, size, info)
+    if etag and info.etag and info.etag != etag:
+        raise PreconditionFailed(
+            "changed on the server since it was listed; run the command again", url=src
+        )
+    exp, layout = await gather_layout(backend, key, info, info.etag)
+    p = plan(size, part_size, exp, layout)
+    kind = p.kind
+    sums = Sums(p)
+    resumed = await _resume_download(engine, src, dest, tmp, info, size, part_size, sums)
+    if resumed is None:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if resumable else os.O_EXCL)
     else:
         flags = os.O_WRONLY
     f = await LocalFile.open(tmp, flags, scheduler.executor, parents=True)
     committed = keep = False
     fetched = 0
+    attempts = 0
     try:
-        if info is None:
+        if resumed is None:
+            resumed = set()
             await f.allocate(size)
-            # The first part tells us the object's etag, metadata and checksums.
-            length0 = parts[0].length
-            async with scheduler.reserve(length0) as lease:
-                view = lease.view()
-                info = await backend.read_into(key, 0, view, if_match=etag)
-                _check_size(src, size, info)
-                sums.plan(info, size, part_size)
-                md5, crc = await f.write(0, view, sums.want_md5, sums.want_crc)
-            sums.record(0, md5, crc)
-            fetched += length0
             await engine.journal.download_start(
                 str(dest), src, info.etag, size, part_size, str(tmp)
             )
-            await engine.journal.download_part(str(dest), str(tmp), 1, md5, crc)
-            engine.progress(length0, "down")
-        else:
-            sums.plan(info, size, part_size)
         if_match = info.etag or etag
 
-        async def fetch(part: Part, lease: Lease) -> tuple[bytes | None, int | None]:
+        async def fetch(part: Part, lease: Lease) -> int | bytes | None:
             view = lease.view()
             await backend.read_into(key, part.offset, view, if_match=if_match)
-            return await f.write(part.offset, view, sums.want_md5, sums.want_crc)
+            if not p.chained:
+                then = None if kind is None else functools.partial(unit_value, kind)
+                return await f.write(part.offset, view, then)
+            # A hashed unit of several ranges: written and hashed in order.
+            unit = p.unit_of[part.index]
+            members = p.units[unit]
+            pos = members.index(part.index)
+            if pos > 0:
+                await turns[members[pos - 1]].wait()
+            else:
+                assert kind is not None
+                sums.hashers[unit] = new_hash(kind)
+            hasher = sums.hashers[unit]
+            last = pos == len(members) - 1
 
-        async def fetched_part(part: Part, written: tuple[bytes | None, int | None]) -> None:
+            def write_then(data: memoryview) -> bytes | None:
+                hasher.update(data)
+                return hasher.digest() if last else None
+
+            value = await f.write(part.offset, view, write_then)
+            turns[part.index].set()
+            return value
+
+        async def fetched_part(part: Part, value: int | bytes | None) -> None:
             nonlocal fetched
-            md5, crc = written
-            sums.record(part.index, md5, crc)
             fetched += part.length
-            await engine.journal.download_part(str(dest), str(tmp), part.number, md5, crc)
+            if p.last_of_unit(part.index):
+                sums.record(p.unit_of[part.index], value)
+            await engine.journal.download_part(
+                str(dest), str(tmp), part.number, _journal_value(kind, value), None
+            )
             engine.progress(part.length, "down")
 
-        # Parts written in this run or an earlier one are skipped.
-        todo = (part for part in parts if not sums.written(part.index))
-        await scheduler.map_parts(todo, fetch, fetched_part)
+        turns: dict[int, asyncio.Event] = {}
 
-        sums.verify(src, info, [part.length for part in parts])
+        async def one_pass() -> None:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                units = [u for u in range(len(p.units)) if u not in resumed]
+            else:
+                units = [u for u in range(len(p.units)) if not sums.confirmed[u]]
+            todo = [p.ranges[i] for u in units for i in p.units[u]]
+            turns.clear()
+            turns.update((part.index, asyncio.Event()) for part in todo)
+            try:
+                await scheduler.map_parts(todo, fetch, fetched_part)
+            except BaseExceptionGroup as group:
+                _raise_mismatch_of(group)
+                raise
+            if exp is None:
+                return
+            try:
+                await scheduler.io(sums.check, src)
+            except IntegrityError as exc:
+                if all(sums.confirmed):
+                    # Every range came back the same twice: fetching again
+                    # cannot help, the data and the checksum disagree.
+                    raise _Settled(exc) from None
+                raise
+
+        try:
+            await _retrying_mismatch(engine)(one_pass)
+        except _Settled as settled:
+            raise _gave_up(settled.error, attempts, dest, same=True) from None
+        except IntegrityError as exc:
+            raise _gave_up(exc, attempts, dest) from None
         await f.finish(_mtime_ns(info), info.etag)
         await f.close()
         await scheduler.io(os.replace, tmp, dest)
         committed = True
         await engine.journal.download_done(str(dest))
-        return fetched
+        return min(fetched, size), exp is not None or backend.capabilities.verified_reads
     except asyncio.CancelledError:
         keep = resumable  # the next run picks up from the journal
         raise
@@ -207,6 +322,95 @@ async def _download_ranges(
             if not keep:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+
+def _raise_mismatch_of(group: BaseExceptionGroup[BaseException]) -> None:
+    """Raise the IntegrityError a failed pass's group holds, when nothing
+    else failed (so the retry policy sees it); else return."""
+    mismatch = group.subgroup(IntegrityError)
+    other = group.subgroup(
+        lambda e: not isinstance(e, IntegrityError | asyncio.CancelledError | BaseExceptionGroup)
+    )
+    if mismatch is None or other is not None:
+        return
+    leaf: BaseException = mismatch
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    raise leaf from None
+
+
+def _journal_value(kind: Kind | None, value: int | bytes | None) -> bytes:
+    """A range's journal record: ``kind:`` and its unit's value (empty for
+    a range whose unit's value is not known yet, or an unchecked download)."""
+    raw = b"" if kind is None or value is None else to_bytes(kind, value)
+    return f"{kind or '-'}:".encode() + raw
+
+
+def _journaled_units(
+    p: Plan, parts: dict[int, tuple[bytes | None, int | None]]
+) -> dict[int, int | bytes | None] | None:
+    """Units an earlier run wrote whole, with their values; None if its
+    records were written for another check (the download starts afresh).
+
+    A hashed unit counts only when all its ranges were written (its running
+    hash died with that run); its other ranges are fetched again.
+    """
+    kind = p.kind
+    tag = f"{kind or '-'}".encode()
+    by_range: dict[int, bytes] = {}
+    for number, (blob, _) in parts.items():
+        head, sep, raw = (blob or b"").partition(b":")
+        if not sep or head != tag or not 1 <= number <= len(p.ranges):
+            return None
+        by_range[number - 1] = raw
+    done: dict[int, int | bytes | None] = {}
+    for unit, members in enumerate(p.units):
+        if not all(i in by_range for i in members):
+            continue
+        raw = by_range[members[-1]]
+        if kind is None:
+            done[unit] = None
+        elif raw:
+            done[unit] = int.from_bytes(raw, "big") if kind in CRC_KINDS else raw
+    return done
+
+
+async def _resume_download(
+    engine: Engine,
+    src: str,
+    dest: Path,
+    tmp: Path,
+    info: ObjectInfo,
+    size: int,
+    part_size: int,
+    sums: Sums,
+) -> set[int] | None:
+    """The units an earlier run's temp file already holds, or None to start afresh.
+
+    Records their values in ``sums``. A download of another object, another
+    version (ETag or size differ), with another part size or checked another
+    way is stale: its temp file is removed and its entry forgotten.
+    """
+    entry = await engine.journal.download_get(str(dest))
+    if entry is None:
+        return None
+    same = (entry.src, entry.size, entry.part_size, entry.temp) == (src, size, part_size, str(tmp))
+    usable = same and entry.etag is not None and entry.etag == info.etag
+    if usable:
+        try:
+            usable = os.stat(tmp).st_size == size
+        except OSError:
+            usable = False
+    done = _journaled_units(sums.plan, entry.parts) if usable else None
+    if done is not None:
+        for unit, value in done.items():
+            sums.record(unit, value)
+        log.info("resuming %s: %d range(s) already written", dest, len(entry.parts))
+        return set(done)
+    with contextlib.suppress(OSError):
+        os.unlink(entry.temp)
+    await engine.journal.download_done(str(dest))
+    return None
 
 
 def _check_size(src: str, size: int, info: ObjectInfo) -> None:
@@ -305,47 +509,6 @@ def _mismatch(url: str, what: str, actual: str, expected: str | None) -> None:
             f"{url}: downloaded data does not match the object's {what} "
             f"({actual} != {expected}); the partial download was discarded"
         )
-
-
-async def _resume_download(
-    engine: Engine,
-    backend: Backend,
-    key: str,
-    dest: Path,
-    tmp: Path,
-    size: int,
-    part_size: int,
-    sums: PartSums,
-) -> ObjectInfo | None:
-    """The object's info if an earlier run's temp file can be continued.
-
-    Records in ``sums`` the parts already written. A download of another
-    object, another version (ETag or size differ) or with another part size
-    is stale: its temp file is removed and its entry forgotten.
-    """
-    entry = await engine.journal.download_get(str(dest))
-    if entry is None:
-        return None
-    src = backend.url(key)
-    same = (entry.src, entry.size, entry.part_size, entry.temp) == (src, size, part_size, str(tmp))
-    usable = same and entry.etag is not None
-    if usable:
-        try:
-            usable = os.stat(tmp).st_size == size
-        except OSError:
-            usable = False
-    if usable:
-        info: ObjectInfo = await backend.stat(key)
-        if info.etag == entry.etag and info.size == size:
-            for number, (md5, crc) in entry.parts.items():
-                if 1 <= number <= len(sums.parts):
-                    sums.record(number - 1, md5, crc)
-            log.info("resuming %s: %d part(s) already written", dest, len(entry.parts))
-            return info
-    with contextlib.suppress(OSError):
-        os.unlink(entry.temp)
-    await engine.journal.download_done(str(dest))
-    return None
 
 
 def _expected_etag_parts(info: ObjectInfo, size: int, part_size: int, nranges: int) -> int | None:

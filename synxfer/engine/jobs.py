@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._exceptions import IntegrityError
 from .._models import Action
 from ..backend import Backend
 from .compare import SKIP, Check, Compare, decide_copy, resolve
@@ -53,9 +52,11 @@ class _TransferJob:
             engine.done(run, self)
             return
         engine.started(run, self)
-        engine.done(run, self, await self.transfer(engine))
+        nbytes, verified = await self.transfer(engine)
+        engine.done(run, self, nbytes, verified)
 
-    async def transfer(self, engine: Engine) -> int:
+    async def transfer(self, engine: Engine) -> tuple[int, bool | None]:
+        """Move the file: the bytes moved, and whether a download was verified."""
         raise NotImplementedError
 
 
@@ -75,8 +76,8 @@ class UploadJob(_TransferJob):
         self.src = self.src or str(self.path)
         self.dst = self.dst or self.backend.url(self.key)
 
-    async def transfer(self, engine: Engine) -> int:
-        return await upload_path(engine, self.path, self.backend, self.key, self.size)
+    async def transfer(self, engine: Engine) -> tuple[int, bool | None]:
+        return await upload_path(engine, self.path, self.backend, self.key, self.size), None
 
 
 @dataclass
@@ -96,18 +97,12 @@ class DownloadJob(_TransferJob):
         self.src = self.src or self.backend.url(self.key)
         self.dst = self.dst or str(self.dest)
 
-    async def transfer(self, engine: Engine) -> int:
-        try:
-            return await download_object(
-                engine, self.backend, self.key, self.dest, self.size, self.etag
-            )
-        except IntegrityError as exc:
-            # Corrupt or short data that passed the transport: fetch the
-            # whole file once more before giving up on it.
-            engine.on_retry("download", 1, exc)
-            return await download_object(
-                engine, self.backend, self.key, self.dest, self.size, self.etag
-            )
+    async def transfer(self, engine: Engine) -> tuple[int, bool | None]:
+        # Data that does not match its checksum is fetched again inside,
+        # under the retry policy (see .download).
+        return await download_object(
+            engine, self.backend, self.key, self.dest, self.size, self.etag
+        )
 
 
 @dataclass

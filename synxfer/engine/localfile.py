@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
-import hashlib
 import os
 import secrets
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from typing import TypeVar
 
 from .._exceptions import SourceChangedError
 from ..backend import Checksum, ChecksumAlgorithm
-from .parts import checksum_of, crc32c_value
+from .parts import checksum_of
 from .scheduler import hold
 
 __all__ = [
@@ -119,10 +118,11 @@ class LocalFile:
     # -- writes --------------------------------------------------------------
 
     async def write(
-        self, offset: int, data: Buffer, md5: bool, crc32c: bool = False
-    ) -> tuple[bytes | None, int | None]:
-        """Write ``data`` at ``offset``; return its MD5 digest and CRC32C if asked."""
-        return await self._run(_pwrite_and_sum, self.fd, offset, data, md5, crc32c)
+        self, offset: int, data: Buffer, then: Callable[[memoryview], T] | None = None
+    ) -> T | None:
+        """Write ``data`` at ``offset``, then (in the same worker-thread call)
+        return ``then(data)`` -- its checksums, say -- if given."""
+        return await self._run(_pwrite_then, self.fd, offset, data, then)
 
     async def allocate(self, size: int) -> None:
         """Reserve ``size`` bytes now, so a full disk fails before any transfer."""
@@ -201,12 +201,11 @@ def source_changed(path: Path) -> SourceChangedError:
     )
 
 
-def _pwrite_and_sum(
-    fd: int, offset: int, data: Buffer, md5: bool, crc32c: bool
-) -> tuple[bytes | None, int | None]:
+def _pwrite_then(
+    fd: int, offset: int, data: Buffer, then: Callable[[memoryview], T] | None
+) -> T | None:
     pwrite_all(fd, data, offset)
-    digest = hashlib.md5(data, usedforsecurity=False).digest() if md5 else None
-    return digest, crc32c_value(data) if crc32c else None
+    return None if then is None else then(memoryview(data))
 
 
 def pwrite_all(fd: int, data: Buffer, offset: int) -> None:
@@ -244,9 +243,7 @@ def write_whole_file(
     data: Buffer,
     *,
     exclusive: bool,
-    md5: bool,
-    crc32c: bool,
-    check: Callable[[bytes | None, int | None], None],
+    check: Callable[[memoryview], None] | None,
     mtime_ns: int | None,
     etag: str | None,
 ) -> None:
@@ -254,9 +251,8 @@ def write_whole_file(
 
     Opens ``tmp`` (a hidden name beside ``dest``; ``exclusive``: it must not
     exist, else it is truncated), creating missing parent directories; writes
-    ``data`` with positional writes and hashes it (MD5 and/or CRC32C, as
-    asked); ``check(md5, crc32c)`` raises if the sums disagree with the
-    source; sets the mtime and the download tag (``etag``); closes and
+    ``data`` with positional writes; ``check(data)`` hashes it and raises if
+    it disagrees with the source; sets the mtime and the download tag (``etag``); closes and
     renames ``tmp`` over ``dest``. On any failure ``tmp`` is removed, so
     nothing half-written is left, under either name.
     """
@@ -268,8 +264,8 @@ def write_whole_file(
                 with contextlib.suppress(OSError):  # a full disk fails the write anyway
                     os.posix_fallocate(fd, 0, len(data))
             pwrite_all(fd, data, 0)
-            digest = hashlib.md5(data, usedforsecurity=False).digest() if md5 else None
-            check(digest, crc32c_value(data) if crc32c else None)
+            if check is not None:
+                check(memoryview(data))
             _finish(fd, mtime_ns, etag)
         finally:
             os.close(fd)

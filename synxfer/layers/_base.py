@@ -10,6 +10,7 @@ from .._models import (
     ListPage,
     MultipartUpload,
     ObjectInfo,
+    PartInfo,
     PendingUpload,
     ReadResult,
     WriteOptions,
@@ -52,6 +53,12 @@ class Layer(Backend):
 
     async def stat(self, key: str) -> ObjectInfo:
         return await self._call("stat", self.inner.stat, key)
+
+    async def stat_part(self, key: str, number: int, *, if_match: str | None = None) -> PartInfo:
+        return await self._call("stat_part", self._stat_part, key, number, if_match)
+
+    async def _stat_part(self, key: str, number: int, if_match: str | None) -> PartInfo:
+        return await self.inner.stat_part(key, number, if_match=if_match)
 
     async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
         return await self._call("list_page", self.inner.list_page, prefix, cursor)

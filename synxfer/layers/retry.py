@@ -17,17 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
-
 from .._config import RetryPolicy
 from .._exceptions import SynxferError, TransientError
 from .._models import MultipartUpload, WriteOptions
+from .._retry import RetryHook, retrying
 from ..backend import Backend
 from ._base import Layer
 
@@ -36,10 +29,6 @@ __all__ = ["RetryLayer"]
 log = logging.getLogger("synxfer.retry")
 
 T = TypeVar("T")
-
-#: Called before each retry with the operation name, the attempt that failed
-#: (1-based) and its error.
-RetryHook = Callable[[str, int, BaseException], None]
 
 #: An orphan may have begun this long before our first attempt, by the
 #: server's clock (client and server clocks differ a little).
@@ -67,23 +56,7 @@ class RetryLayer(Layer):
         self.on_retry = on_retry
 
     async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        def before_sleep(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            assert exc is not None
-            log.info("retrying %s (attempt %d failed): %s", op, state.attempt_number, exc)
-            if self.on_retry is not None:
-                self.on_retry(op, state.attempt_number, exc)
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.policy.attempts),
-            wait=wait_random_exponential(
-                multiplier=self.policy.initial_delay, max=self.policy.max_delay
-            ),
-            retry=retry_if_exception_type(TransientError),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        return await retrying(fn, *args)
+        return await retrying(self.policy, op, TransientError, self.on_retry)(fn, *args)
 
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
         """Start a multipart upload; after a retried create, abort its orphans."""

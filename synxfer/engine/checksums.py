@@ -1,0 +1,226 @@
+"""The checksum algorithms downloads are verified with: values, CRC folding, composites.
+
+Every function that touches file data is blocking: call it from a worker
+thread (the engine does, in the call that writes the data).
+
+* CRCs (``crc32``, ``crc32c``, ``crc64nvme``) are computed per range, in any
+  order, and folded into the whole object's with :func:`crc_combine` (zlib's
+  ``crc32_combine`` method, for any reflected CRC whose initial value and
+  final XOR are all ones -- all three are), so no byte is read twice however
+  the ranges finish. awscrt (AWS's common runtime, the ``s3`` extra)
+  computes all three from any buffer without a copy; without it, CRC32C
+  comes from google-crc32c and CRC32 from zlib, and CRC64NVME is not
+  available (such objects are verified another way, or reported as not
+  verified).
+* Hashes (``md5``, ``sha1``, ``sha256``) cannot be folded: the bytes of one
+  hashed run must be fed in order (:func:`new_hash`).
+* A *composite* checksum (S3's checksum of a multipart object, and the
+  multipart ETag) is the checksum of the parts' checksums, concatenated in
+  part order (:func:`composite`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import importlib.util
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "CRC_KINDS",
+    "HASH_KINDS",
+    "KINDS",
+    "Hasher",
+    "Kind",
+    "available",
+    "composite",
+    "crc_combine",
+    "crc_value",
+    "decode",
+    "label",
+    "new_hash",
+    "to_bytes",
+]
+
+Kind = Literal["crc32", "crc32c", "crc64nvme", "md5", "sha1", "sha256"]
+CRC_KINDS: tuple[Kind, ...] = ("crc64nvme", "crc32c", "crc32")
+HASH_KINDS: tuple[Kind, ...] = ("sha256", "sha1", "md5")
+KINDS: tuple[Kind, ...] = CRC_KINDS + HASH_KINDS
+
+_LABELS: dict[str, str] = {
+    "crc32": "CRC32",
+    "crc32c": "CRC32C",
+    "crc64nvme": "CRC64NVME",
+    "md5": "MD5",
+    "sha1": "SHA-1",
+    "sha256": "SHA-256",
+}
+_SIZES: dict[str, int] = {
+    "crc32": 4,
+    "crc32c": 4,
+    "crc64nvme": 8,
+    "md5": 16,
+    "sha1": 20,
+    "sha256": 32,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Crc:
+    width: int
+    poly: int  # reflected
+
+
+_CRCS: dict[str, _Crc] = {
+    "crc32": _Crc(32, 0xEDB88320),
+    "crc32c": _Crc(32, 0x82F63B78),
+    "crc64nvme": _Crc(64, 0x9A6C9329AC4BC9B5),
+}
+
+
+class Hasher(Protocol):
+    """What :func:`new_hash` returns (a hashlib object)."""
+
+    def update(self, data: Any, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+
+def label(kind: str) -> str:
+    """The algorithm's name as people write it: ``CRC32C``, ``SHA-256``."""
+    return _LABELS.get(kind, kind.upper())
+
+
+@functools.cache
+def _module(name: str) -> Any:
+    """An optional C module, or None where it is not installed."""
+    if importlib.util.find_spec(name.partition(".")[0]) is None:
+        return None
+    return importlib.import_module(name)
+
+
+def _awscrt() -> Any:
+    return _module("awscrt.checksums")
+
+
+def available(kind: str) -> bool:
+    """Whether ``kind`` can be computed here at C speed."""
+    if kind == "crc64nvme":
+        return _awscrt() is not None
+    if kind == "crc32c":
+        return _awscrt() is not None or _module("google_crc32c") is not None
+    return kind in _SIZES
+
+
+#: Bytes copied at a time for google-crc32c, whose C code takes only ``bytes``.
+_CHUNK = 1 << 20
+
+
+def crc_value(kind: str, data: bytes | bytearray | memoryview, previous: int = 0) -> int:
+    """The CRC of ``data`` (continuing ``previous``). Blocking: call from a worker thread."""
+    crt = _awscrt()
+    if kind == "crc32":
+        return zlib.crc32(data, previous)
+    if crt is not None:
+        if kind == "crc32c":
+            return int(crt.crc32c(data, previous))
+        if kind == "crc64nvme":
+            return int(crt.crc64nvme(data, previous))
+    if kind == "crc32c":
+        mod = _module("google_crc32c")
+        if mod is not None:
+            if isinstance(data, bytes):
+                return int(mod.extend(previous, data))
+            # google-crc32c refuses writable buffers (the engine's pooled
+            # ones): bounded copies, never a second part-sized buffer.
+            view = memoryview(data).cast("B")
+            crc = previous
+            for start in range(0, len(view), _CHUNK):
+                crc = int(mod.extend(crc, bytes(view[start : start + _CHUNK])))
+            return crc
+    raise ValueError(f"no implementation of {label(kind)} here")
+
+
+def new_hash(kind: str) -> Hasher:
+    """A fresh hash object for ``md5``, ``sha1`` or ``sha256``."""
+    if kind == "md5":
+        return hashlib.md5(usedforsecurity=False)
+    if kind in ("sha1", "sha256"):
+        return hashlib.new(kind, usedforsecurity=False)
+    raise ValueError(f"{kind!r} is not a hash")
+
+
+def to_bytes(kind: str, value: int | bytes) -> bytes:
+    """A checksum value as bytes (CRCs big-endian, as S3 and GCS encode them)."""
+    if isinstance(value, bytes):
+        return value
+    return value.to_bytes(_SIZES[kind], "big")
+
+
+def decode(kind: str, value: str) -> bytes | None:
+    """A base64 checksum as a service sends it, or None if it cannot be one of ``kind``."""
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == _SIZES.get(kind) else None
+
+
+def composite(kind: str, part_values: Sequence[bytes]) -> bytes:
+    """The checksum of the concatenated part checksums (S3's composite form)."""
+    joined = b"".join(part_values)
+    if kind in _CRCS:
+        return to_bytes(kind, crc_value(kind, joined))
+    h = new_hash(kind)
+    h.update(joined)
+    return h.digest()
+
+
+# -- CRC combination -------------------------------------------------------------
+
+
+def _gf2_times(matrix: Sequence[int], vector: int) -> int:
+    total, i = 0, 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[i]
+        vector >>= 1
+        i += 1
+    return total
+
+
+def _gf2_square(matrix: Sequence[int]) -> list[int]:
+    return [_gf2_times(matrix, row) for row in matrix]
+
+
+@functools.lru_cache(maxsize=64)
+def _zero_bytes_operator(kind: str, n: int) -> tuple[int, ...]:
+    """The GF(2) matrix that advances a CRC of ``kind`` over ``n`` zero bytes."""
+    crc = _CRCS[kind]
+    bit = [crc.poly] + [1 << k for k in range(crc.width - 1)]  # one zero bit
+    power = _gf2_square(_gf2_square(_gf2_square(bit)))  # one zero byte
+    op: list[int] | None = None
+    while n:
+        if n & 1:
+            op = power if op is None else [_gf2_times(power, row) for row in op]
+        n >>= 1
+        if n:
+            power = _gf2_square(power)
+    assert op is not None
+    return tuple(op)
+
+
+def crc_combine(kind: str, crc1: int, crc2: int, len2: int) -> int:
+    """The CRC of ``A + B`` from ``crc(A)``, ``crc(B)`` and ``len(B)``.
+
+    The operator for a length is cached, so folding equal-sized ranges costs
+    one ``width``-step product each.
+    """
+    if len2 <= 0:
+        return crc1
+    return _gf2_times(_zero_bytes_operator(kind, len2), crc1) ^ crc2

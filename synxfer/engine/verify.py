@@ -1,0 +1,403 @@
+"""What a download is checked against, and how its ranges line up for it.
+
+The strongest checksum the source vouches for (``ObjectInfo.checksums``)
+that can be computed here is chosen (:func:`expectations`), cheapest
+first among equals: CRCs (a few hundredths of a CPU second per GiB) before
+hashes (MD5 costs about 1.5 s per GiB), a checksum of the whole object
+before a composite one (which needs the upload's part layout). Then the
+object's ranges are planned for it (:func:`plan`):
+
+* a CRC is computed per range, in any order, and folded: ranges are the
+  engine's part size, cut at the upload's part boundaries when the check
+  is composite (each part's CRC is folded from its ranges);
+* a hash must see a hashed run's bytes in order: each run (the whole
+  object, or each upload part for a composite check) is a *unit* whose
+  ranges are written and hashed one after the other (``Plan.chained``);
+  with ranges of the upload's part size there is one range per unit.
+
+Each unit's value is kept; the object's check is computed from them
+(:meth:`Sums.actual`). When it fails, the whole object is fetched again
+(no whole-object checksum can say which part was wrong), and a unit whose
+value comes back equal to one seen before is *confirmed* -- corruption in
+transit does not repeat itself -- and not fetched again: so every retry
+fetches only the units still in doubt, and the object is committed only
+when its check passes.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .._exceptions import BackendError, IntegrityError, NotFound
+from .._models import ObjectInfo
+from ..backend import Backend
+from . import checksums as ck
+from .checksums import CRC_KINDS, HASH_KINDS, Hasher, Kind
+from .meta import stored_part_size
+from .parts import Part, etag_parts
+
+__all__ = [
+    "Expectation",
+    "Layout",
+    "Plan",
+    "Sums",
+    "expectations",
+    "find_layout",
+    "plan",
+]
+
+log = logging.getLogger("synxfer")
+
+_COMPOSITE = "-composite"
+_PARTS_SUFFIX = re.compile(r"^(.*)-(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """One checksum the source vouches for: ``kind`` over the whole object
+    (``parts`` None) or over its ``parts`` parts' checksums (0: the count
+    is not given, the layout's is taken)."""
+
+    kind: Kind
+    value: bytes
+    parts: int | None
+    name: str  # its key in ObjectInfo.checksums
+
+    @property
+    def composite(self) -> bool:
+        return self.parts is not None
+
+    @property
+    def what(self) -> str:
+        """How it reads in a message: ``CRC32C``, ``MD5 of the part MD5s (ETag)``."""
+        name = ck.label(self.kind)
+        if not self.composite:
+            return name
+        etag = " (multipart ETag)" if self.kind == "md5" else ""
+        return f"{name} of the part {name}s{etag}"
+
+
+def expectations(info: ObjectInfo) -> list[Expectation]:
+    """What ``info`` vouches for that can be computed here, best first.
+
+    CRCs before hashes; whole-object before composite; an unparseable
+    value is skipped (it can verify nothing).
+    """
+    out: list[Expectation] = []
+    checksums = _with_own_etag(info)
+    if checksums is not info.checksums:
+        info = dataclasses.replace(info, checksums=checksums)
+    # Whole-object CRCs, composite CRCs, whole-object hashes, composite hashes.
+    for kinds, composite in ((CRC_KINDS, False), (CRC_KINDS, True), (HASH_KINDS, False)):
+        for kind in kinds:
+            exp = _parse(info, kind, composite)
+            if exp is not None:
+                out.append(exp)
+    for kind in HASH_KINDS:
+        exp = _parse(info, kind, True)
+        if exp is not None:
+            out.append(exp)
+    return [e for e in out if ck.available(e.kind)] if checksums else []
+
+
+#: Server-side encryption whose S3 ETags are not MD5s of the data.
+_OPAQUE_ETAG_ENCRYPTION = ("aws:kms", "aws:kms:dsse", "sse-c")
+
+
+def _with_own_etag(info: ObjectInfo) -> Mapping[str, str]:
+    """``info.checksums``, plus the ETag as an MD5 for objects synxfer
+    uploaded (they carry ``synxfer-part-size``) when the backend did not
+    report it: on the S3-compatible stores whose ETags look like MD5s they
+    are MD5s unless the object is KMS- or customer-key-encrypted."""
+    checksums = info.checksums
+    if "md5" in checksums or "md5-composite" in checksums:
+        return checksums
+    if stored_part_size(info.metadata) is None or not info.etag:
+        return checksums
+    if (info.encryption or "").lower() in _OPAQUE_ETAG_ENCRYPTION:
+        return checksums
+    n = etag_parts(info.etag)
+    if n is None:
+        return checksums
+    digest = base64.b64encode(bytes.fromhex(info.etag[:32])).decode("ascii")
+    if n == 0:
+        return {**checksums, "md5": digest}
+    return {**checksums, "md5-composite": f"{digest}-{n}"}
+
+
+def _parse(info: ObjectInfo, kind: Kind, composite: bool) -> Expectation | None:
+    name = kind + _COMPOSITE if composite else kind
+    raw = info.checksums.get(name)
+    if not raw:
+        return None
+    parts: int | None = None
+    if composite:
+        m = _PARTS_SUFFIX.match(raw)
+        if m is not None:
+            raw, parts = m.group(1), int(m.group(2))
+        else:
+            parts = etag_parts(info.etag) or 0
+    value = ck.decode(kind, raw)
+    if value is None:
+        return None
+    return Expectation(kind, value, parts, name)
+
+
+# -- the upload's part layout ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Parts of ``part_size`` bytes (the last one shorter), ``count`` of them."""
+
+    part_size: int
+    count: int
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        """``(offset, length)`` of each part."""
+        return [
+            (i * self.part_size, min(self.part_size, size - i * self.part_size))
+            for i in range(self.count)
+        ]
+
+
+async def find_layout(
+    backend: Backend, key: str, size: int, count: int, etag: str | None
+) -> Layout | None:
+    """How the object was uploaded, asked of the backend (``stat_part``), or None.
+
+    Part 1 gives the part size and the parts count; the layout is taken to
+    be parts of that size, the last one shorter (as every S3 tool uploads),
+    which the last part is asked to confirm (its size, and its offset when
+    the service says). ``count`` is the parts count the checksum names (0:
+    unknown). None when the backend cannot tell, or the answers do not fit
+    that layout: the object is then checked another way, if it can be.
+    """
+    try:
+        first = await backend.stat_part(key, 1, if_match=etag)
+        n = first.count
+        if count and n != count:
+            return None
+        layout = Layout(first.size, n)
+        if not _fits(layout, size):
+            return None
+        if n > 1:
+            last = await backend.stat_part(key, n, if_match=etag)
+            offset, length = layout.bounds(size)[-1]
+            if last.size != length or last.offset not in (None, offset) or last.count != n:
+                return None
+        return layout
+    except (NotImplementedError, NotFound):
+        return None
+    except BackendError as exc:
+        if exc.status is None or exc.status >= 500 or exc.status in (403, 412):
+            raise  # transient (already retried), denied, or changed: not a layout question
+        log.info("could not learn the part layout of %s: %s", backend.url(key), exc)
+        return None
+
+
+def _own_layout(info: ObjectInfo) -> Layout | None:
+    """The layout synxfer recorded when it uploaded the object, if it fits."""
+    part_size = stored_part_size(info.metadata)
+    if not part_size:
+        return None
+    layout = Layout(part_size, max(1, math.ceil(info.size / part_size)))
+    return layout if _fits(layout, info.size) else None
+
+
+def _fits(layout: Layout, size: int) -> bool:
+    p, n = layout.part_size, layout.count
+    if n < 1 or p < 1:
+        return False
+    return (n - 1) * p < size <= n * p or (size == 0 and n == 1)
+
+
+# -- the plan -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The ranges of one download and what is computed over them.
+
+    ``units[u]`` lists the range indexes whose bytes make unit ``u``'s value
+    (one range each for CRCs; an upload part's or the whole object's ranges
+    for hashes, hashed in order when ``chained``); ``segments`` lists the
+    units of each upload part (composite checks) or all of them.
+    """
+
+    exp: Expectation | None
+    ranges: list[Part]
+    units: list[list[int]]
+    unit_of: list[int]
+    segments: list[list[int]]
+    chained: bool
+
+    @property
+    def kind(self) -> Kind | None:
+        return None if self.exp is None else self.exp.kind
+
+    def unit_length(self, unit: int) -> int:
+        return sum(self.ranges[i].length for i in self.units[unit])
+
+    def last_of_unit(self, index: int) -> bool:
+        """Whether range ``index`` is the last of its unit."""
+        return self.units[self.unit_of[index]][-1] == index
+
+
+def plan(size: int, part_size: int, exp: Expectation | None, layout: Layout | None) -> Plan:
+    """Ranges of at most ``part_size`` bytes, cut at the upload's part
+    boundaries when ``exp`` is composite (then ``layout`` is required)."""
+    if exp is not None and exp.composite:
+        assert layout is not None
+        bounds = layout.bounds(size)
+    else:
+        bounds = [(0, size)]
+    hashed = exp is not None and exp.kind in HASH_KINDS
+    ranges: list[Part] = []
+    units: list[list[int]] = []
+    segments: list[list[int]] = []
+    for offset, length in bounds:
+        start = len(ranges)
+        n = max(1, math.ceil(length / part_size))
+        for j in range(n):
+            off = offset + j * part_size
+            ranges.append(Part(len(ranges), off, min(part_size, offset + length - off)))
+        indexes = list(range(start, len(ranges)))
+        if hashed:
+            segments.append([len(units)])
+            units.append(indexes)
+        else:
+            segments.append(list(range(len(units), len(units) + len(indexes))))
+            units.extend([i] for i in indexes)
+    unit_of = [0] * len(ranges)
+    for u, members in enumerate(units):
+        for i in members:
+            unit_of[i] = u
+    return Plan(exp, ranges, units, unit_of, segments, hashed and len(ranges) > len(units))
+
+
+# -- values and the final check ------------------------------------------------------
+
+
+@dataclass
+class Sums:
+    """Each unit's value in this download (CRC int or digest bytes), the
+    values seen for it so far, and which units are confirmed."""
+
+    plan: Plan
+    values: list[int | bytes | None] = field(default_factory=list)
+    seen: list[set[int | bytes]] = field(default_factory=list)
+    confirmed: list[bool] = field(default_factory=list)
+    #: Running hashes of chained units, by unit.
+    hashers: dict[int, Hasher] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.plan.units)
+        self.values = [None] * n
+        self.seen = [set() for _ in range(n)]
+        self.confirmed = [False] * n
+
+    def record(self, unit: int, value: int | bytes | None) -> None:
+        """Unit ``unit`` was written with ``value``; seen before, it is confirmed."""
+        self.values[unit] = value
+        if value is None:
+            return
+        if value in self.seen[unit]:
+            self.confirmed[unit] = True
+        self.seen[unit].add(value)
+
+    def actual(self) -> bytes:
+        """The object's checksum from the units' values. Blocking (it folds
+        CRCs and hashes part digests): call from a worker thread."""
+        exp = self.plan.exp
+        assert exp is not None
+        kind = exp.kind
+        if kind in CRC_KINDS:
+            per_segment = [
+                ck.to_bytes(kind, self._fold(kind, members)) for members in self.plan.segments
+            ]
+            if not exp.composite:
+                return per_segment[0]
+            return ck.composite(kind, per_segment)
+        digests = [self._value(u) for u in range(len(self.plan.units))]
+        if not exp.composite:
+            return ck.to_bytes(kind, digests[0])
+        return ck.composite(kind, [ck.to_bytes(kind, d) for d in digests])
+
+    def _value(self, unit: int) -> int | bytes:
+        value = self.values[unit]
+        if value is None:
+            raise IntegrityError(f"unit {unit} of the download has no checksum")
+        return value
+
+    def _fold(self, kind: str, members: Sequence[int]) -> int:
+        total = 0
+        for u in members:
+            value = self._value(u)
+            assert isinstance(value, int)
+            total = ck.crc_combine(kind, total, value, self.plan.unit_length(u))
+        return total
+
+    def check(self, url: str) -> None:
+        """Raise IntegrityError, naming the checksum compared, unless the
+        data matches. Blocking: call from a worker thread."""
+        exp = self.plan.exp
+        if exp is None:
+            return
+        got = self.actual()
+        if exp.composite and exp.parts and exp.parts != len(self.plan.segments):
+            raise IntegrityError(
+                f"{url}: the object's {exp.what} covers {exp.parts} parts, "
+                f"but {len(self.plan.segments)} were read"
+            )
+        if got != exp.value:
+            raise IntegrityError(
+                f"{url}: downloaded data does not match the object's {exp.what} "
+                f"({_b64(got)} != {_b64(exp.value)})"
+            )
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unit_value(kind: Kind | None, data: memoryview) -> int | bytes | None:
+    """The value of a unit held whole in ``data``. Blocking (worker thread)."""
+    if kind is None:
+        return None
+    if kind in CRC_KINDS:
+        return ck.crc_value(kind, data)
+    h = ck.new_hash(kind)
+    h.update(data)
+    return h.digest()
+
+
+async def gather_layout(
+    backend: Backend, key: str, info: ObjectInfo, etag: str | None
+) -> tuple[Expectation | None, Layout | None]:
+    """The best checksum ``info`` vouches for that can be checked here
+    (:func:`expectations`), and the part layout it needs, if composite.
+
+    The layout of an object synxfer uploaded is in its metadata
+    (``synxfer-part-size``); any other's is asked of the backend
+    (:func:`find_layout`), once.
+    """
+    layout: Layout | None = None
+    asked = False
+    for exp in expectations(info):
+        if not exp.composite:
+            return exp, None
+        if not asked:
+            layout = _own_layout(info)
+            if layout is None:
+                layout = await find_layout(backend, key, info.size, exp.parts or 0, etag)
+            asked = True
+        if layout is not None and (not exp.parts or exp.parts == layout.count):
+            return exp, layout
+    return None, None
