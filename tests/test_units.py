@@ -187,8 +187,10 @@ def test_safe_join_refuses_symlinked_escape(tmp_path: Path) -> None:
 
 
 def test_mtime_round_trip_is_exact() -> None:
-    for ns in (0, 1, 1_700_000_000_123_456_789, 999_999_999):
+    for ns in (0, 1, 1_700_000_000_123_456_789, 999_999_999, -1, -1_500_000_000, -500_000_000):
         assert parse_mtime(format_mtime(ns)) == ns
+    assert format_mtime(-1_500_000_000) == "-1.500000000"  # before 1970: sign in front
+    assert parse_mtime("-0.5") == -500_000_000
     assert parse_mtime("1604505840.5") == 1_604_505_840_500_000_000  # rclone-style
     assert parse_mtime("garbage") is None
     assert parse_mtime(None) is None

@@ -35,8 +35,11 @@ _TOLERANCE_NS = 1_000
 
 
 def format_mtime(mtime_ns: int) -> str:
-    sec, frac = divmod(mtime_ns, 1_000_000_000)
-    return f"{sec}.{frac:09d}"
+    """Decimal seconds with nanoseconds; a time before 1970 keeps its sign in
+    front (``-1.500000000``), as :func:`parse_mtime` reads it."""
+    sign = "-" if mtime_ns < 0 else ""
+    sec, frac = divmod(abs(mtime_ns), 1_000_000_000)
+    return f"{sign}{sec}.{frac:09d}"
 
 
 def parse_mtime(value: str | None) -> int | None:
@@ -46,9 +49,9 @@ def parse_mtime(value: str | None) -> int | None:
     m = _MTIME.match(value.strip())
     if m is None:
         return None
-    sec = int(m.group(1))
-    frac = int((m.group(2) or "0").ljust(9, "0"))
-    return sec * 1_000_000_000 + (frac if sec >= 0 else -frac)
+    whole = m.group(1)
+    ns = abs(int(whole)) * 1_000_000_000 + int((m.group(2) or "0").ljust(9, "0"))
+    return -ns if whole.startswith("-") else ns
 
 
 def stored_mtime(metadata: Mapping[str, str]) -> int | None:
