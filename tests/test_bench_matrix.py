@@ -401,7 +401,7 @@ def test_help_lists_every_subcommand() -> None:
         text=True,
         check=True,
     ).stdout
-    for name in ("run", "setup-peers", "compare", "blockstore"):
+    for name in ("run", "setup-peers", "report", "compare", "blockstore"):
         assert name in out
 
 

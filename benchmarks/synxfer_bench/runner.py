@@ -5,6 +5,8 @@ directory to ``s3://<bucket>/<row>/``, checks the object count and bytes by
 listing (with its own S3 client, independent of the tool), downloads the
 prefix into a fresh directory, checks the files found there, and finally
 deletes every object and the bucket (moto keeps everything in memory).
+When the rows are done, the data the run generated and the downloads are
+removed (unless ``BenchOptions.keep``); data that was already there stays.
 
 Each direction records wall seconds, client CPU seconds (this process plus
 any reaped children, so subprocess tools are counted too) and, when the
