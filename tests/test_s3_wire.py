@@ -87,8 +87,24 @@ def _botocore_client(endpoint: str | None, region: str, addressing: str, token: 
 
 
 def _botocore_request(client: Any, op: str, **params: Any) -> Any:
-    """The request botocore would send for ``op`` (signed at FIXED)."""
-    with mock.patch("botocore.auth.get_current_datetime", return_value=FIXED):
+    """The request botocore would send for ``op`` (signed at FIXED).
+
+    Signed by botocore's own Python signers (``S3SigV4Auth``), also when
+    awscrt is installed (botocore then signs with CRT, whose clock this
+    does not fix).
+    """
+    import botocore.auth as auth
+
+    python_v4 = {
+        "v4": auth.SigV4Auth,
+        "v4-query": auth.SigV4QueryAuth,
+        "s3v4": auth.S3SigV4Auth,
+        "s3v4-query": auth.S3SigV4QueryAuth,
+    }
+    with (
+        mock.patch.dict(auth.AUTH_TYPE_MAPS, python_v4),
+        mock.patch("botocore.auth.get_current_datetime", return_value=FIXED),
+    ):
         try:
             getattr(client, op)(**params)
         except _Captured as captured:

@@ -313,6 +313,8 @@ class S3Backend(Backend):
         """
         if offset < 0:
             raise ValueError(f"invalid offset {offset}")
+        if buf.format != "B" or buf.ndim != 1:
+            buf = buf.cast("B")
         n = buf.nbytes
         if n == 0 and offset > 0:
             info = await self._head(key, if_match)
