@@ -687,8 +687,39 @@ def _blockstore(argv: list[str]) -> int:
     return int(entry(argv))
 
 
+#: Optional packages synxfer-bench imports, and what to install for each.
+_INSTALL_HINTS = {
+    "psutil": "psutil",
+    "matplotlib": "matplotlib",
+    "moto": "'moto[server,s3,s3crc32c]'",
+    "aiobotocore": "aiobotocore",
+    "botocore": "'synxfer[s3]'",
+    "gcp_storage_emulator": "gcp-storage-emulator",
+    "httpx": "'synxfer[gcs]'",
+    "aiohttp": "'synxfer[blockstore]'",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``synxfer-bench``; returns the process exit code."""
+    """Run ``synxfer-bench``; returns the process exit code.
+
+    A missing dependency is an error naming it and what to install (exit 2),
+    never a traceback.
+    """
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").partition(".")[0]
+        if top not in _INSTALL_HINTS:
+            raise
+        _log(
+            f"synxfer-bench: error: {top} is not installed: pip install {_INSTALL_HINTS[top]} "
+            "(or, from a synxfer checkout, the whole harness: pip install -e ./benchmarks)"
+        )
+        return 2
+
+
+def _main(argv: Sequence[str] | None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     normalized = _normalize(raw)
     if normalized and normalized[0] == "blockstore":

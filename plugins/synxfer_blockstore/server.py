@@ -56,10 +56,28 @@ import signal
 import sys
 from pathlib import Path
 
-from ._app import Blockd, ServerConfig, make_app, serve
-from ._manifests import ManifestDB
-from ._store import BlockStore
 from .protocol import MAX_BLOCK_SIZE, SITE_NAME, parse_size
+
+#: Why the site cannot run here (aiohttp missing), or None.
+_MISSING: ModuleNotFoundError | None = None
+#: What to do about it.
+INSTALL_HINT = "pip install 'synxfer[blockstore]' (or pip install aiohttp)"
+
+try:
+    from ._app import Blockd, ServerConfig, make_app, serve
+    from ._manifests import ManifestDB
+    from ._store import BlockStore
+except ModuleNotFoundError as exc:  # the synxfer[blockstore] extra is not installed
+    if exc.name != "aiohttp":
+        raise
+    _MISSING = exc
+
+    def __getattr__(name: str) -> object:
+        # ``from synxfer_blockstore.server import Blockd`` says what is missing.
+        if name in ("Blockd", "ServerConfig", "make_app", "serve", "ManifestDB", "BlockStore"):
+            raise ImportError(f"synxfer_blockstore.server.{name} needs aiohttp: {INSTALL_HINT}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "TOKEN_ENV",
@@ -168,6 +186,13 @@ async def _run(config: ServerConfig, host: str, port: int, access_log: bool) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``synxfer-blockd``."""
+    if _MISSING is not None:
+        print(
+            f"synxfer-blockd: error: aiohttp is not installed; the block store server needs "
+            f"it: {INSTALL_HINT}",
+            file=sys.stderr,
+        )
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
