@@ -486,3 +486,39 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_an_item_list_is_looked_up_by_one_listing_or_a_head_each_whichever_is_fewer(
+    moto: str, bkt: str, make_tree: Callable[..., Path]
+) -> None:
+    from synxfer._scaleout._items import _lookup
+    from synxfer.engine.compare import Compare
+
+    from .conftest import CountingLayer
+
+    names = [f"d/f{i}" for i in range(6)]
+    src = make_tree(dict.fromkeys(names, 10))
+    calls: Counter[str] = Counter()
+
+    async def go() -> list[dict[str, Any]]:
+        async with synxfer.Client(
+            CONFIG, endpoint_url=moto, layers=[lambda b: CountingLayer(b, calls)]
+        ) as c:
+            await c.sync(src, f"s3://{bkt}/t/")
+            backend, _ = await c.backend(f"s3://{bkt}/t/")
+            engine = c._engine
+            calls.clear()
+            out = [await _lookup(engine, backend, "t/", names, Compare.DEFAULT, None)]
+            heads, lists = calls["stat"], calls["list_page"] + calls["list"]
+            calls.clear()
+            out.append(await _lookup(engine, backend, "t/", names, Compare.DEFAULT, 500))
+            out.append({"heads": heads, "lists": lists, "then": dict(calls)})
+            return out
+
+    by_head, by_list, seen = asyncio.run(go())
+    assert seen["heads"] == len(names)  # 6 names, no count known: a HEAD each
+    assert seen["lists"] == 0
+    assert seen["then"].get("stat", 0) == 0  # 500 keys = 1 page < 6 HEADs: one listing
+    assert sum(seen["then"].values()) == 1
+    assert {n: i.size for n, i in by_head.items()} == {n: i.size for n, i in by_list.items()}
+    assert set(by_list) == set(names)

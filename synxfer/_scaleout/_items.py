@@ -35,10 +35,8 @@ __all__ = [
     "Item",
     "Side",
     "TreeOp",
-    "pack_info",
     "plan_items",
     "read_files_from",
-    "unpack_info",
 ]
 
 #: Keys per listing page (S3's); a listing costs ``ceil(keys / LIST_PAGE)`` requests.
@@ -47,38 +45,16 @@ LIST_PAGE = 1000
 #: this many items is looked up with a HEAD each; a longer one lists the prefix.
 STAT_LIMIT = 1000
 
-#: An :class:`ObjectInfo` as plain values (its mappings are read-only proxies,
-#: which do not pickle): key, size, mtime, etag, metadata, content type, checksums.
-PackedInfo = tuple[str, int, float | None, str | None, dict[str, str], str | None, dict[str, str]]
-
-
-def pack_info(info: ObjectInfo) -> PackedInfo:
-    return (
-        info.key,
-        info.size,
-        info.mtime,
-        info.etag,
-        dict(info.metadata),
-        info.content_type,
-        dict(info.checksums),
-    )
-
-
-def unpack_info(packed: PackedInfo) -> ObjectInfo:
-    key, size, mtime, etag, metadata, content_type, checksums = packed
-    return ObjectInfo(key, size, mtime, etag, metadata, content_type, checksums)
-
 
 @dataclass(frozen=True, slots=True)
 class Item:
     """One file to sync: its name under the source and under the destination
-    (relative, ``/``-separated), and what the planner already knows of the
-    source object (``info``, remote sources only) and of its size."""
+    (relative, ``/``-separated), and its size when the planner knows it (the
+    shards are balanced by it)."""
 
     src: str
     dst: str
     size: int = 0
-    info: PackedInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +230,7 @@ async def _plan_copy(
 ) -> list[Job]:
     src, src_prefix = op.src.remote()
     dst, dst_prefix = op.dst.remote()
-    sources = await _sources(engine, src, src_prefix, items, None)
+    sources = await _sources(engine, src, src_prefix, items, remote_count)
     present = [it.dst for it in items if isinstance(sources.get(it.src), ObjectInfo)]
     target = await _lookup(engine, dst, dst_prefix, present, op.mode, remote_count)
     jobs: list[Job] = []
@@ -290,14 +266,9 @@ def _missing(found: ObjectInfo | BaseException | None, where: str) -> BaseExcept
 async def _sources(
     engine: Engine, backend: Backend, prefix: str, items: Sequence[Item], remote_count: int | None
 ) -> dict[str, ObjectInfo | BaseException | None]:
-    """The source objects of ``items``: as the driver listed them, else looked up."""
-    known: dict[str, ObjectInfo | BaseException | None] = {
-        it.src: unpack_info(it.info) for it in items if it.info is not None
-    }
-    unknown = [it.src for it in items if it.info is None]
-    if unknown:
-        known.update(await _lookup(engine, backend, prefix, unknown, None, remote_count))
-    return known
+    """The source objects of ``items``, looked up now (the listing the driver
+    saw may be stale; a download needs the object's current size and ETag)."""
+    return await _lookup(engine, backend, prefix, [it.src for it in items], None, remote_count)
 
 
 async def _lookup(
