@@ -522,3 +522,18 @@ def test_an_item_list_is_looked_up_by_one_listing_or_a_head_each_whichever_is_fe
     assert sum(seen["then"].values()) == 1
     assert {n: i.size for n, i in by_head.items()} == {n: i.size for n, i in by_list.items()}
     assert set(by_list) == set(names)
+
+
+def test_layers_that_cannot_travel_are_refused_at_start(
+    moto: str, bkt: str, make_tree: Callable[..., Path]
+) -> None:
+    src = make_tree({"a": 1})
+
+    async def go() -> None:
+        config = CONFIG.evolve(processes=2)
+        async with synxfer.Client(config, endpoint_url=moto, layers=[lambda b: b]) as c:
+            await c.sync(src, f"s3://{bkt}/l/")
+
+    with pytest.raises(synxfer.ConfigError, match="picklable"):
+        asyncio.run(go())
+    assert objects(moto, bkt, "l/") == {}

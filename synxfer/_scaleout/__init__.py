@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pickle
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -262,7 +263,7 @@ async def _drive(
     # Keys known under the prefixes a shard looks up (its listing's cost).
     known = run.result.files_skipped + len(transfers) if items is None else None
     per_engine = engine_config(config, runner.share)
-    settings = ClientSettings.of(client)
+    settings = _picklable(ClientSettings.of(client))
     specs = [
         ShardSpec(
             index,
@@ -305,6 +306,18 @@ async def _drive(
         else:
             log.warning("deletions skipped: not every shard finished; rerun to delete")
     return run.finish()
+
+
+def _picklable(settings: ClientSettings) -> ClientSettings:
+    """Settings travel to other processes: refuse at start what cannot."""
+    try:
+        pickle.dumps(settings)
+    except Exception as exc:
+        raise ConfigError(
+            "layers= must be picklable to run in several processes or on Dask "
+            f"(module-level classes or functions, not lambdas or local ones): {exc}"
+        ) from None
+    return settings
 
 
 def _item_of(op: TreeOp, job: Job) -> Item:
