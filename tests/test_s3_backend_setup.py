@@ -7,6 +7,8 @@ verifies signatures and CRC32C and reports checksums.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import logging
 import os
 import subprocess
@@ -423,6 +425,8 @@ async def test_seaweed_verifies_and_reports_crc32c(weed_env: Any) -> None:
         put = await b.put(prefix + "one", data, WriteOptions(), native(b, data))
         whole = {"crc32c": crc32c(data).value}
         assert put.checksums == whole
+        # Reads also report the MD5 the ETag vouches for (a single-part ETag).
+        whole["md5"] = base64.b64encode(hashlib.md5(data).digest()).decode()
         assert (await b.stat(prefix + "one")).checksums == whole
         got = await b.read(prefix + "one")
         assert (bytes(got.data), dict(got.info.checksums)) == (data, whole)
@@ -440,9 +444,12 @@ async def test_seaweed_verifies_and_reports_crc32c(weed_env: Any) -> None:
         ]
         done = await b.complete_multipart(up, parts)
         info = await b.stat(prefix + "multi")
-        assert list(info.checksums) == ["crc32c-composite"]
+        assert sorted(info.checksums) == ["crc32c-composite", "md5-composite"]
         assert info.checksums["crc32c-composite"].endswith("-2")
-        assert done.checksums == info.checksums
+        assert done.checksums == {"crc32c-composite": info.checksums["crc32c-composite"]}
+        # SeaweedFS's multipart ETag is S3's: the MD5 of the parts' MD5s.
+        md5s = hashlib.md5(hashlib.md5(p1).digest() + hashlib.md5(p2).digest()).digest()
+        assert info.checksums["md5-composite"] == base64.b64encode(md5s).decode() + "-2"
         buf = bytearray(len(p1) + len(p2))
         got_info = await b.read_into(prefix + "multi", 0, memoryview(buf))
         assert buf == p1 + p2

@@ -62,6 +62,7 @@ from synxfer.backend import (
     MultipartUpload,
     NotFound,
     ObjectInfo,
+    PartInfo,
     Payload,
     PendingUpload,
     PreconditionFailed,
@@ -226,6 +227,17 @@ class S3Backend(Backend):
             return await self.wire.head_object(
                 self.bucket, key, if_match=if_match, checksum_mode=True
             )
+        except NotFound as exc:
+            if not isinstance(exc, BucketNotFound):
+                await self._raise_if_no_bucket(key)
+            raise
+
+    async def stat_part(self, key: str, number: int, *, if_match: str | None = None) -> PartInfo:
+        """HEAD ``?partNumber=``: how a multipart object was uploaded (the engine
+        lines its ranged reads up with the parts to check a multipart ETag or
+        a composite checksum)."""
+        try:
+            return await self.wire.head_object_part(self.bucket, key, number, if_match=if_match)
         except NotFound as exc:
             if not isinstance(exc, BucketNotFound):
                 await self._raise_if_no_bucket(key)

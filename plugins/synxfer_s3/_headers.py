@@ -128,18 +128,52 @@ def result_checksums(checksums: Mapping[str, str], multipart: bool) -> dict[str,
     }
 
 
+def encryption(headers: Mapping[str, str]) -> str | None:
+    """The server-side encryption an answer reports: ``AES256``, ``aws:kms``,
+    ``aws:kms:dsse``, ``SSE-C`` (customer-provided key), or None."""
+    if headers.get("x-amz-server-side-encryption-customer-algorithm"):
+        return "SSE-C"
+    return headers.get("x-amz-server-side-encryption") or None
+
+
+#: Encryption under which an S3 ETag is not an MD5 of the data.
+_OPAQUE_ETAG = ("aws:kms", "aws:kms:dsse", "SSE-C")
+_MD5_ETAG = re.compile(r"^([0-9a-fA-F]{32})(?:-(\d+))?$")
+
+
+def etag_checksums(etag: str | None, sse: str | None) -> dict[str, str]:
+    """The MD5s an S3 ETag vouches for: ``md5`` for a single-part object
+    (the data's MD5), ``md5-composite`` (``value-N``) for a multipart one
+    (the MD5 of its N parts' MD5s); nothing under SSE-KMS or SSE-C, whose
+    ETags are not MD5s, or for an ETag of another form."""
+    m = _MD5_ETAG.match(etag or "")
+    if m is None or sse in _OPAQUE_ETAG:
+        return {}
+    value = base64.b64encode(bytes.fromhex(m.group(1))).decode("ascii")
+    if m.group(2) is None:
+        return {"md5": value}
+    return {"md5-composite": f"{value}-{m.group(2)}"}
+
+
 def object_info(key: str, headers: Mapping[str, str], size: int | None) -> ObjectInfo:
-    """ObjectInfo from HEAD/GET answer headers (``size``: the whole object's, if known)."""
+    """ObjectInfo from HEAD/GET answer headers (``size``: the whole object's, if known).
+
+    Checksums are the ``x-amz-checksum-*`` ones and the MD5s the ETag
+    vouches for (:func:`etag_checksums`).
+    """
     if size is None:
         length = headers.get("content-length", "")
         size = int(length) if length.isdigit() else 0
     metadata = {k[len(_META) :]: v for k, v in headers.items() if k.startswith(_META)}
+    etag = unquote_etag(headers.get("etag"))
+    sse = encryption(headers)
     return ObjectInfo(
         key=key,
         size=size,
         mtime=parse_http_date(headers.get("last-modified")),
-        etag=unquote_etag(headers.get("etag")),
+        etag=etag,
         metadata=metadata,
         content_type=headers.get("content-type"),
-        checksums=header_checksums(headers),
+        checksums={**header_checksums(headers), **etag_checksums(etag, sse)},
+        encryption=sse,
     )

@@ -16,7 +16,7 @@ import asyncio
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from synxfer.backend import BackendError, BucketNotFound, ObjectInfo, TransientError
+from synxfer.backend import BackendError, BucketNotFound, ObjectInfo, PartInfo, TransientError
 
 from ._headers import (
     CHECKSUM_ALGORITHMS,
@@ -83,6 +83,39 @@ class S3Wire(SignedClient):
             headers["x-amz-checksum-mode"] = "ENABLED"
         response = await self._request("HeadObject", "HEAD", bucket, key, headers=headers)
         return object_info(key, response.headers, None)
+
+    async def head_object_part(
+        self, bucket: str, key: str, number: int, *, if_match: str | None = None
+    ) -> PartInfo:
+        """HeadObject with ``partNumber``: part ``number``'s size, offset (from
+        Content-Range, when the server sends it), the parts count
+        (``x-amz-mp-parts-count``; 1 for a single-part object) and the part's
+        checksums (S3 reports a composite object's)."""
+        headers = {"x-amz-checksum-mode": "ENABLED"}
+        if if_match:
+            headers["if-match"] = quote_etag(if_match)
+        response = await self._request(
+            "HeadObject",
+            "HEAD",
+            bucket,
+            key,
+            query=(("partNumber", str(number)),),
+            headers=headers,
+        )
+        answer = response.headers
+        length = answer.get("content-length", "")
+        count = answer.get("x-amz-mp-parts-count", "1")
+        offset: int | None = None
+        m = _CONTENT_RANGE.match(answer.get("content-range", "").strip())
+        if m is not None:
+            offset = int(m.group(1))
+        return PartInfo(
+            number=number,
+            size=int(length) if length.isdigit() else 0,
+            count=int(count) if count.isdigit() else 1,
+            offset=offset,
+            checksums=header_checksums(answer),
+        )
 
     async def head_bucket(self, bucket: str) -> None:
         """HeadBucket: returns if the bucket exists and is accessible, else raises."""
