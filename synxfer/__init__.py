@@ -40,7 +40,7 @@ from ._models import (
     TransferResult,
     WriteOptions,
 )
-from ._units import parse_size
+from ._units import parse_rate, parse_size
 
 if TYPE_CHECKING:
     from ._blocking import copy, download_file, sync, sync_from, sync_to, upload_file
@@ -121,6 +121,7 @@ __all__ = [
     "__version__",
     "copy",
     "download_file",
+    "parse_rate",
     "parse_size",
     "sync",
     "sync_from",

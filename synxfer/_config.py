@@ -98,6 +98,12 @@ class TransferConfig:
         only). The plan is made once and split into shards; each engine gets
         ``max_threads / processes`` requests and ``memory_budget / processes``
         bytes, so the machine-wide bounds hold. See docs/scaling.md.
+    ``bwlimit``
+        Bytes per second the client moves at most, both directions together
+        (0, the default: no limit). One token bucket in the scheduler is
+        charged each part's (or small file's) bytes before they move; see
+        :class:`~synxfer.engine.scheduler.TokenBucket`. Text like ``"16M/s"``
+        reads with :func:`synxfer.parse_rate`.
     """
 
     max_threads: int = field(default_factory=default_max_threads)
@@ -112,6 +118,7 @@ class TransferConfig:
     resume: bool = True
     state_dir: str | None = None
     processes: int = 1
+    bwlimit: int = 0
 
     def __post_init__(self) -> None:
         if self.max_threads < 1:
@@ -126,6 +133,8 @@ class TransferConfig:
             )
         if self.processes < 1:
             raise ConfigError(f"processes must be >= 1 (got {self.processes})")
+        if self.bwlimit < 0:
+            raise ConfigError(f"bwlimit must be >= 0 bytes/s, 0 for none (got {self.bwlimit})")
         if self.min_throughput < 0:
             raise ConfigError(f"min_throughput must be >= 0 (got {self.min_throughput})")
         if self.memory_budget < 0:

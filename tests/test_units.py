@@ -265,7 +265,7 @@ def test_public_api_surface() -> None:
         "TransientError", "IntegrityError", "SourceChangedError", "UnsafePathError",
         "TransferFailed",
         # units
-        "KiB", "MiB", "GiB", "parse_size", "__version__",
+        "KiB", "MiB", "GiB", "parse_size", "parse_rate", "__version__",
     }  # fmt: skip
     for name in synxfer.__all__:
         assert hasattr(synxfer, name), name

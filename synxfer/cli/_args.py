@@ -7,12 +7,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .._units import parse_size
+from .._units import parse_rate, parse_size
 
 __all__ = [
     "FilterAction",
     "Parser",
     "positive_int",
+    "rate_arg",
     "size_arg",
 ]
 
@@ -21,6 +22,16 @@ def size_arg(text: str) -> int:
     """argparse ``type=`` wrapper for :func:`synxfer.parse_size`."""
     try:
         return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def rate_arg(text: str) -> int:
+    """argparse ``type=`` wrapper for :func:`synxfer.parse_rate`; ``0`` or ``off`` is no limit."""
+    if text.strip().lower() in ("0", "off", "none"):
+        return 0
+    try:
+        return parse_rate(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

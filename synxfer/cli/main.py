@@ -31,6 +31,7 @@ from ._args import (
     backend_option_arg,
     endpoint_arg,
     positive_int,
+    rate_arg,
     size_arg,
 )
 from ._output import EventPrinter, Progress, redact, summary_line
@@ -118,6 +119,15 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         metavar="SIZE",
         default=default(None),
         help="multipart part size, e.g. 8MiB, 16M, 65536 (default: 8MiB)",
+    )
+    group.add_argument(
+        "--bwlimit",
+        type=rate_arg,
+        metavar="RATE",
+        default=default(None),
+        help="bytes per second at most, uploads and downloads together, e.g. 16M/s, 1MiB/s, "
+        "10MB/s (binary units; 10Mb/s is bits); off for none (default: the aws config's "
+        "max_bandwidth, else none)",
     )
     group.add_argument(
         "--state-dir",
@@ -406,7 +416,7 @@ def _backend_options(items: list[tuple[str, str, str]]) -> dict[str, dict[str, s
 def _config(args: argparse.Namespace) -> TransferConfig | None:
     changes: dict[str, Any] = {
         name: getattr(args, name)
-        for name in ("max_threads", "max_files", "part_size", "state_dir", "processes")
+        for name in ("max_threads", "max_files", "part_size", "state_dir", "processes", "bwlimit")
         if getattr(args, name, None) is not None
     }
     if not args.resume:

@@ -20,7 +20,12 @@ Limits, all shared by every file and every run of a client:
   so the event loop never reads, writes or hashes file data;
 * the buffer pool: part buffers in size classes, reused across parts and
   files (small objects use a slice of a pooled buffer), bounded by the
-  budget, so memory stays flat instead of churning the allocator.
+  budget, so memory stays flat instead of churning the allocator;
+* bandwidth (``bwlimit``): one :class:`TokenBucket` for every byte the
+  client moves, both directions together. Every lease (:meth:`Scheduler.reserve`,
+  each part of :meth:`Scheduler.map_parts`) is charged its bytes before
+  they move, so the bucket paces parts (and whole small files) across all
+  files at once.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
@@ -35,7 +41,7 @@ from .._config import TransferConfig
 from .budget import BufferPool, ByteBudget
 from .parts import Part
 
-__all__ = ["Lease", "RequestSlots", "Scheduler", "hold"]
+__all__ = ["Lease", "RequestSlots", "Scheduler", "TokenBucket", "hold"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -85,6 +91,67 @@ class RequestSlots:
 
     def __repr__(self) -> str:
         return f"<RequestSlots {self.in_use}/{self.limit}>"
+
+
+class TokenBucket:
+    """A bandwidth limit: ``rate`` bytes a second on average, ``burst`` bytes at once.
+
+    Charges are granted in the order they are made (virtual scheduling):
+    :meth:`charge` takes ``nbytes`` from the bucket at once, possibly
+    running it into debt, and returns how long the caller must wait until
+    the debt is repaid at ``rate``. So for every time ``t`` after the
+    bucket was made, the bytes granted by ``t`` are at most ``burst + rate
+    * t``, however large the charges (a part bigger than the burst just
+    waits longer), and nothing spins. ``clock`` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        rate: int,
+        burst: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rate < 1:
+            raise ValueError(f"a bandwidth limit must be >= 1 byte/s (got {rate})")
+        self.rate = rate
+        #: Bytes that may go at once after a pause: one second's worth by default.
+        self.burst = rate if burst is None else burst
+        self._clock = clock
+        self._level = float(self.burst)
+        self._stamp = clock()
+        #: Bytes charged so far (minus refunds of cancelled waits).
+        self.granted = 0
+
+    def charge(self, nbytes: int) -> float:
+        """Take ``nbytes`` now; return the seconds to wait before they may move."""
+        now = self._clock()
+        self._level = min(float(self.burst), self._level + (now - self._stamp) * self.rate)
+        self._stamp = now
+        self._level -= nbytes
+        self.granted += nbytes
+        return max(0.0, -self._level / self.rate)
+
+    def refund(self, nbytes: int) -> None:
+        """Give back a charge whose bytes will not move (its waiter was cancelled)."""
+        self._level += nbytes
+        self.granted -= nbytes
+
+    async def acquire(self, nbytes: int) -> None:
+        """Wait until ``nbytes`` may move."""
+        if nbytes <= 0:
+            return
+        delay = self.charge(nbytes)
+        if delay <= 0:
+            return
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            self.refund(nbytes)
+            raise
+
+    def __repr__(self) -> str:
+        return f"<TokenBucket {self.rate} B/s burst={self.burst} granted={self.granted}>"
 
 
 class Lease:
@@ -147,6 +214,8 @@ class Scheduler:
         self.requests = RequestSlots(config.max_threads)
         self.budget = ByteBudget(config.memory_budget)
         self.buffers = BufferPool(config.part_size, config.memory_budget)
+        #: The bandwidth limit (``config.bwlimit``), or None for none.
+        self.bandwidth = TokenBucket(config.bwlimit) if config.bwlimit else None
         self._files = asyncio.Semaphore(config.max_files)
 
     def close(self) -> None:
@@ -199,8 +268,11 @@ class Scheduler:
     # -- bytes ---------------------------------------------------------------
 
     async def _lease(self, nbytes: int) -> Lease:
-        """Wait until ``nbytes`` (as the pool charges them) fit in the budget
-        (clamped to its capacity)."""
+        """Wait until ``nbytes`` may move (the bandwidth limit, if any), then
+        until they (as the pool charges them) fit in the budget (clamped to
+        its capacity)."""
+        if self.bandwidth is not None:
+            await self.bandwidth.acquire(nbytes)
         return Lease(self, nbytes, await self.budget.acquire(self.buffers.charge(nbytes)))
 
     @contextlib.asynccontextmanager
