@@ -8,6 +8,7 @@ processes on 127.0.0.1, the ``synxfer`` command in subprocesses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pickle
@@ -537,3 +538,49 @@ def test_layers_that_cannot_travel_are_refused_at_start(
     with pytest.raises(synxfer.ConfigError, match="picklable"):
         asyncio.run(go())
     assert objects(moto, bkt, "l/") == {}
+
+
+def test_an_interrupted_multipart_upload_resumes_in_its_shard(
+    moto: str, bkt: str, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Ctrl-C keeps the shard's journal; the rerun pins the file to that shard
+    and sends only the parts the server does not have."""
+    import sqlite3
+
+    src = make_tree({"big.bin": 8 * PART, **{f"s{i}": 50_000 for i in range(8)}})
+    state = tmp_path / "state"
+    args = [str(src), f"s3://{bkt}/r/", "--endpoint-url", moto, "--processes", "2"]
+    args += ["--max-threads", "2", "--part-size", "5MiB", "--state-dir", str(state), "--json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synxfer.cli.main", "sync", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def parts() -> int:
+        n = 0
+        for journal in state.glob("shards/*/journal.sqlite3"):
+            with contextlib.suppress(sqlite3.Error):
+                db = sqlite3.connect(journal)
+                n += db.execute("SELECT count(*) FROM upload_parts").fetchone()[0]
+                db.close()
+        return n
+
+    deadline = time.monotonic() + 60
+    while parts() < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    held = parts()
+    assert held >= 2, "the big file finished before it could be interrupted"
+    rerun = run_cli("sync", *args)
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout.splitlines()[-1])
+    assert summary["bytes_uploaded"] <= (8 - held) * PART + 8 * 50_000
+    assert parts() == 0
+    assert objects(moto, bkt, "r/")["big.bin"] == (src / "big.bin").read_bytes()

@@ -37,6 +37,8 @@ __all__ = ["ProcessRunner"]
 
 log = logging.getLogger("synxfer")
 
+#: Exit status of a worker stopped by the driver (128 + SIGTERM).
+INTERRUPTED = 143
 #: Times a shard whose worker died is run again in a new pool.
 RETRIES = 1
 #: Seconds a stopped worker gets to cancel its transfers before it is killed.
@@ -57,7 +59,13 @@ def _send(batch: list[PackedEvent]) -> None:
 
 
 def _task(spec: ShardSpec) -> TransferResult:
-    return run_shard(spec, _send if spec.event_kinds else None)
+    try:
+        return run_shard(spec, _send if spec.event_kinds else None)
+    except asyncio.CancelledError:
+        # Stopped by the driver's SIGTERM: the shard has cancelled its
+        # transfers and closed its journal; the pool is being torn down, so
+        # this process ends now rather than wait for work that will not come.
+        os._exit(INTERRUPTED)
 
 
 class ProcessRunner:
