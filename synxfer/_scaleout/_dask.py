@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import uuid
 from collections import Counter
@@ -93,6 +94,10 @@ class DaskRunner:
 
     @classmethod
     def _connect(cls, distributed: Any, target: str) -> DaskRunner:
+        # The client and cluster are ours: their INFO chatter (workers starting,
+        # nannies closing) is not the user's business; warnings still show.
+        quiet = logging.getLogger("distributed")
+        quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
         if target.startswith("local:"):
             n = _local_workers(target)
             cluster = distributed.LocalCluster(
@@ -101,6 +106,7 @@ class DaskRunner:
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
+                silence_logs=logging.WARNING,
             )
             try:
                 return cls(distributed.Client(cluster), cluster, True)
