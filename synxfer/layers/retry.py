@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from .._config import RetryPolicy
 from .._exceptions import SynxferError, TransientError
 from .._models import MultipartUpload, WriteOptions
-from .._retry import RetryHook, retrying
+from .._retry import RetryHook, call_with_retries
 from ..backend import Backend
 from ._base import Layer
 
@@ -56,7 +56,7 @@ class RetryLayer(Layer):
         self.on_retry = on_retry
 
     async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        return await retrying(self.policy, op, TransientError, self.on_retry)(fn, *args)
+        return await call_with_retries(self.policy, op, TransientError, self.on_retry, fn, *args)
 
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
         """Start a multipart upload; after a retried create, abort its orphans."""
