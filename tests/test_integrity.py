@@ -21,6 +21,7 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import json
 import random
 import subprocess
 import sys
@@ -598,3 +599,103 @@ async def test_each_checksum_kind_catches_corruption_and_refetches(
         assert corrupt_files == ["big", "one"]
         assert result.not_verified == len(KIND_FILES)
         assert result.retries == 0
+
+
+# -- what cannot be verified is said so -------------------------------------------------
+
+
+async def test_cli_reports_files_it_could_not_verify(
+    moto: str, bucket: str, tmp_path: Path
+) -> None:
+    """An SSE-KMS object with no additional checksum vouches for nothing (its
+    ETag is not an MD5): it is downloaded, and the CLI says it was not
+    verified, per file and in the summary; a plain object's ETag is its MD5,
+    so it is verified."""
+    from botocore.config import Config
+
+    plain = boto3.client("s3", endpoint_url=moto, config=Config(
+        request_checksum_calculation="when_required"))  # fmt: skip
+    plain.put_object(Bucket=bucket, Key="d/plain", Body=b"p" * 100)
+    plain.put_object(Bucket=bucket, Key="d/kms", Body=b"k" * 100, ServerSideEncryption="aws:kms")
+    head = plain.head_object(Bucket=bucket, Key="d/kms", ChecksumMode="ENABLED")
+    assert not [h for h in head["ResponseMetadata"]["HTTPHeaders"] if "x-amz-checksum-" in h]
+    dst = tmp_path / "dst"
+    cmd = [sys.executable, "-m", "synxfer.cli.main", "sync", f"s3://{bucket}/d", str(dst)]
+    proc = await asyncio.to_thread(
+        subprocess.run, [*cmd, "--endpoint-url", moto], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (dst / "kms").read_bytes() == b"k" * 100
+    unchecked = [line for line in proc.stdout.splitlines() if "not verified" in line]
+    assert len(unchecked) == 1
+    assert "d/kms" in unchecked[0]
+    assert proc.stderr.strip().endswith("; not verified: 1"), proc.stderr
+    # With --json: the file's done event says so, and the summary counts it.
+    cmd[-1] = str(tmp_path / "dst2")
+    js = await asyncio.to_thread(
+        subprocess.run, [*cmd, "--endpoint-url", moto, "--json"], capture_output=True, text=True
+    )
+    lines = [json.loads(line) for line in js.stdout.splitlines()]
+    verified = {line["src"].rsplit("/", 1)[1]: line.get("verified") for line in lines[:-1]}
+    assert verified == {"kms": False, "plain": True}
+    assert lines[-1]["type"] == "summary"
+    assert lines[-1]["not_verified"] == 1
+
+
+async def test_gcs_downloads_are_checked_against_crc32c(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GCS vouches for every object's CRC32C (composed objects too): a range
+    corrupted after the transport is caught and fetched again."""
+    from synxfer_servers.gcs import GcsEmulator, create_bucket
+
+    files = {"big.bin": 2 * 5 * MiB + 9, "small": 3000, "empty": 0}
+    src = tmp_path / "src"
+    expected = _write(src, files, seed=7)
+    corrupters: list[_CorruptFirst] = []
+
+    def corrupt(b: synxfer.Backend) -> synxfer.Backend:
+        corrupters.append(_CorruptFirst(b))
+        return corrupters[-1]
+
+    config = TransferConfig(
+        max_threads=4,
+        part_size=5 * MiB,
+        multipart_threshold=5 * MiB,
+        retry=RetryPolicy(attempts=3, initial_delay=0.01),
+    )
+    with GcsEmulator() as emulator:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint_url)
+        create_bucket(emulator.endpoint_url, "verified")
+        async with synxfer.Client(config) as client:
+            assert (await client.sync_to(src, "gs://verified/t")).ok
+        async with synxfer.Client(config, layers=[corrupt]) as client:
+            result = await client.sync_from("gs://verified/t", tmp_path / "dst")
+    assert result.ok, result.failures
+    assert _landed(tmp_path / "dst") == expected
+    assert corrupters[0].corrupted == 1 + 3  # "small", and the three ranges of "big.bin"
+    assert result.retries == 2
+    assert result.not_verified == 0
+
+
+@pytest.mark.parametrize("verify", [True, False])
+async def test_block_store_reads_count_as_verified_when_it_checks_blocks(
+    verify: bool, tmp_path: Path
+) -> None:
+    """The block store checks whole blocks against their SHA-256 ids, and the
+    engine's ranges are whole blocks: its downloads are verified (unless
+    its ``verify`` option is off)."""
+    from .test_blockstore import cluster, sites
+
+    src = tmp_path / "src"
+    expected = _write(src, {"a": 300 * 1024, "b": 1000}, seed=9)
+    async with sites(tmp_path / "d", ["A"]) as urls:
+        path = cluster(tmp_path, urls, "A", block_size="64KiB")
+        extra = {"blocks": {"cluster": path, "verify": str(verify).lower()}}
+        config = TransferConfig(max_threads=1, part_size=128 * 1024)
+        async with synxfer.Client(config, backend_options=extra) as client:
+            assert (await client.sync_to(src, "blocks://ns/t")).ok
+            result = await client.sync_from("blocks://ns/t", tmp_path / "dst")
+    assert result.ok, result.failures
+    assert _landed(tmp_path / "dst") == expected
+    assert result.not_verified == (0 if verify else 2)

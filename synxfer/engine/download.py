@@ -149,6 +149,13 @@ async def _download_single(
             engine.progress(size, "down")
             _check_size(src, size, info)
             exp, layout = await gather_layout(backend, key, info, info.etag or etag)
+            if exp is None and not verified:
+                # Some services send no whole-object checksum with a ranged
+                # GET (S3 may not, even for a range that covers the object):
+                # ask a HEAD before calling the file unverified.
+                head = await backend.stat(key)
+                if head.etag == info.etag and head.size == info.size:
+                    exp, layout = await gather_layout(backend, key, head, head.etag or etag)
             verified = verified or exp is not None
             check = None
             if exp is not None:
