@@ -142,6 +142,7 @@ class Action(enum.Enum):
 class EventKind(enum.Enum):
     """Kinds of :class:`Event` passed to a client's ``on_event`` callback."""
 
+    PLANNED = "planned"  # a plan was made: ``files`` files of ``size`` bytes to ``action``
     STARTED = "started"  # a file began transferring
     PROGRESS = "progress"  # ``nbytes`` more bytes of a file moved
     DONE = "done"  # a file finished (or was deleted, or would be in a dry run)
@@ -152,7 +153,16 @@ class EventKind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A progress notification. ``src``/``dst`` are URLs or local paths."""
+    """A progress notification. ``src``/``dst`` are URLs or local paths.
+
+    A ``PLANNED`` event comes before any file of a run starts, one per
+    action the plan holds: ``files`` files (objects to delete count one
+    each) of ``size`` bytes in all will be ``action``-ed, files already up
+    to date not included; its ``src``/``dst`` are empty. Totals add up: a
+    run planned in parts (shards, deletions after transfers) sends one
+    event per part. A file of the plan later found up to date sends
+    ``SKIPPED``. See :mod:`synxfer.progress` for a tqdm bar built on them.
+    """
 
     kind: EventKind
     action: Action
@@ -165,6 +175,8 @@ class Event:
     #: On a download's DONE event: True when the data was checked against a
     #: checksum the source vouches for, False when the source offered none.
     verified: bool | None = None
+    #: On a PLANNED event: how many files the plan holds for ``action``.
+    files: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,7 +160,11 @@ def test_sync_round_trip_then_nothing_to_do(
     # -P draws a progress line on stderr even though it is not a terminal,
     # and clears it before the summary, which is the last line.
     assert "\r" in down.stderr
-    assert "files done" in down.stderr
+    # The plan's totals from the first draw: 4 files, 68.86 KiB (70,519 bytes).
+    assert "%|" in down.stderr
+    assert "/ 68.86 KiB" in down.stderr
+    assert "files 0/4" in down.stderr
+    assert "\x1b[A" not in down.stderr  # one line, no cursor movement, off a terminal
     assert (
         down.stderr.rstrip("\n")
         .rsplit("\n", 1)[-1]
@@ -399,10 +403,11 @@ def test_parser_filters_and_global_options() -> None:
     assert build_parser().parse_args(["rm", "s3://b/k"]).filters == []
 
 
-def test_display_path_is_relative_like_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_display_path_is_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert display_path("a.txt") == "./a.txt"
-    assert display_path(str(tmp_path / "sub" / "b.txt")) == "sub/b.txt"
+    assert display_path("a.txt") == "a.txt"
+    assert display_path(str(tmp_path / "sub" / "b.txt")) == str(tmp_path / "sub" / "b.txt")
+    assert display_path("../x/c") == "../x/c"
     assert display_path("s3://b/k") == "s3://b/k"
 
 
@@ -416,18 +421,22 @@ def test_printer_and_throttled_progress() -> None:
     out, err = io.StringIO(), io.StringIO()
     progress = Progress(err, interval=3600)  # at most one draw in this test
     printer = EventPrinter(out=out, err=err, progress=progress)
-    ev = Event(EventKind.STARTED, Action.UPLOAD, "x", "s3://b/x", size=10)
+    ev = Event(EventKind.STARTED, Action.UPLOAD, "x", "s3://b/x", size=100)
     printer(ev)
+    drawn = err.getvalue().count("\r")
     for _ in range(50):
-        printer(Event(EventKind.PROGRESS, Action.UPLOAD, "x", "s3://b/x", size=10, nbytes=1))
-    assert err.getvalue().count("files done") == 1  # throttled
-    printer(Event(EventKind.DONE, Action.UPLOAD, "x", "s3://b/x", size=10))
+        printer(Event(EventKind.PROGRESS, Action.UPLOAD, "x", "s3://b/x", size=100, nbytes=1))
+    assert err.getvalue().count("\r") == drawn  # throttled
+    assert "50 B / 100 B" in progress.text()  # a total known before the plan: as files start
+    printer(Event(EventKind.DONE, Action.UPLOAD, "x", "s3://b/x", size=100))
     printer(Event(EventKind.FAILED, Action.DELETE, "", "s3://b/y", error="denied", dryrun=True))
-    assert out.getvalue() == "upload: ./x to s3://b/x\n"
-    assert err.getvalue().endswith("(dryrun) delete failed: s3://b/y denied\n")
+    assert out.getvalue() == "upload: x to s3://b/x\n"
+    assert "(dryrun) delete failed: s3://b/y denied\n" in err.getvalue()
     assert progress.bytes_done == 50
-    assert progress.bytes_total == 10
+    assert progress.bytes_total == 100
     assert progress.files_done == 1
+    progress.clear()
+    assert err.getvalue().endswith("\r")  # the line erased
     result = TransferResult(files_transferred=1, bytes_transferred=3 * 2**20, elapsed=2.0)
     assert summary_line(result) == (
         "summary: 1 transferred (3.00 MiB), 0 skipped, 0 deleted, 0 failed in 2.00s, 1.50 MiB/s"

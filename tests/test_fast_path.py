@@ -240,6 +240,7 @@ async def test_events_are_built_only_for_kinds_someone_listens_to(
     async with synxfer.Client(SMALL, endpoint_url=s3_endpoint, on_event=every.append) as c:
         await c.sync_to(src, f"s3://{bucket}/two")
     assert {e.kind for e in every} == {
+        synxfer.EventKind.PLANNED,
         synxfer.EventKind.STARTED,
         synxfer.EventKind.PROGRESS,
         synxfer.EventKind.DONE,
@@ -259,4 +260,12 @@ def test_cli_printer_asks_only_for_what_it_prints() -> None:
     json_lines = EventPrinter(json_lines=True, quiet=True, out=io.StringIO())
     assert json_lines.event_kinds == {K.DONE, K.SKIPPED, K.FAILED, K.RETRY}
     bar = EventPrinter(quiet=True, progress=Progress(io.StringIO()), out=io.StringIO())
-    assert bar.event_kinds == {K.STARTED, K.PROGRESS, K.DONE, K.FAILED, K.RETRY}
+    assert bar.event_kinds == {
+        K.PLANNED,
+        K.STARTED,
+        K.PROGRESS,
+        K.DONE,
+        K.SKIPPED,
+        K.FAILED,
+        K.RETRY,
+    }

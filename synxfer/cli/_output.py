@@ -13,10 +13,11 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, MutableMapping
+from typing import Any, TextIO
 
 from .._models import Action, Event, EventKind, TransferResult
+from ..progress import PROGRESS_EVENTS, TransferProgress
 
 __all__ = [
     "EventPrinter",
@@ -48,19 +49,13 @@ def redact(text: str) -> str:
 
 
 def display_path(location: str) -> str:
-    """How a location is shown in per-file lines, like aws-cli.
+    """How a location is shown in per-file lines: as the user gave it.
 
-    URLs are shown as they are; local paths relative to the current
-    directory (``./a.txt``, ``sub/b.txt``, ``../c``), or absolute when no
-    relative form exists.
+    URLs as they are; local paths as the engine built them from the path on
+    the command line (``src`` gives ``src/a.txt``, ``/data`` gives
+    ``/data/a.txt``), never rewritten relative to the current directory.
     """
-    if "://" in location or not location:
-        return location
-    try:
-        dirname, basename = os.path.split(location)
-        return os.path.join(os.path.relpath(dirname or os.curdir), basename)
-    except ValueError:  # e.g. another drive on Windows
-        return os.path.abspath(location)
+    return location
 
 
 def human_bytes(n: float) -> str:
@@ -97,69 +92,191 @@ def summary_line(result: TransferResult) -> str:
     return line
 
 
-class Progress:
-    """A single, self-overwriting progress line on a stream (normally stderr).
+#: The totals line: % of the planned bytes, bytes done/total, rate, ETA, then the files.
+_TOTAL_FORMAT = "{percentage:3.0f}%|{bar}| {done_h} / {total_h}  {rate_h}  ETA {remaining}{postfix}"
+#: The same before the plan's bytes are known (or when it has none: deletions, empty files).
+_NO_TOTAL_FORMAT = "{done_h}  {rate_h}{postfix}"
 
-    Tracks bytes done against bytes known so far (files announce their size
-    when they start), throughput since the first event and files done.
-    Redraws at most ``1 / interval`` times a second.
+
+def _bar_class() -> Any:
+    """tqdm with sizes in the CLI's units (``1.50 MiB``, ``3.20 MiB/s``)."""
+    global _BAR
+    if _BAR is None:
+        from tqdm import tqdm
+
+        class Bar(tqdm):  # type: ignore[type-arg]
+            @property
+            def format_dict(self) -> MutableMapping[str, Any]:
+                d = super().format_dict
+                rate = d.get("rate")
+                if rate is None and d.get("elapsed"):
+                    rate = d["n"] / d["elapsed"]
+                d["done_h"] = human_bytes(d["n"])
+                d["total_h"] = human_bytes(d["total"] or 0)
+                d["rate_h"] = f"{human_bytes(rate)}/s" if rate else "-- B/s"
+                return d
+
+        _BAR = Bar
+    return _BAR
+
+
+_BAR: Any = None
+
+
+class Progress:
+    """The progress display of the CLI on a stream (normally stderr), drawn with tqdm.
+
+    Totals come from the plan (``PLANNED`` events, see
+    :class:`synxfer.progress.TransferProgress`), so the first line shows a
+    real percentage of the bytes to move, bytes done of the total, the rate,
+    the time left (ETA) and files finished of the total, with failures and
+    skips. On a terminal, up to ``lines`` more lines show the biggest files
+    in flight; elsewhere (``-P`` into a pipe or a log) the first line alone
+    is redrawn in place. Redraws at most ``1 / interval`` times a second.
+    tqdm is imported when the first bar is drawn (only with progress on).
     """
 
-    def __init__(self, stream: TextIO, *, interval: float = 0.1) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        interval: float = 0.1,
+        terminal: bool | None = None,
+        lines: int = 4,
+    ) -> None:
         self.stream = stream
         self.interval = interval
-        self.bytes_done = 0
-        self.bytes_total = 0
-        self.files_done = 0
-        self.files_failed = 0
-        self._start = time.monotonic()
+        if terminal is None:
+            isatty = getattr(stream, "isatty", None)
+            terminal = bool(isatty()) if isatty is not None else False
+        self.terminal = terminal
+        self.lines = lines if terminal else 0
+        self.state = TransferProgress()
+        self._bars: list[Any] = []  # the totals line, then one per file line
         self._last_draw = float("-inf")
-        self._width = 0
+
+    # What the old single-line display exposed; tests and callers read these.
+    @property
+    def bytes_done(self) -> int:
+        return self.state.bytes_done
+
+    @property
+    def bytes_total(self) -> int:
+        return self.state.bytes_total
+
+    @property
+    def files_done(self) -> int:
+        return self.state.files_done
 
     def update(self, event: Event) -> None:
         """Account for ``event`` and redraw if the throttle allows."""
-        kind = event.kind
-        if kind is EventKind.STARTED:
-            self.bytes_total += event.size
-        elif kind is EventKind.PROGRESS:
-            self.bytes_done += event.nbytes
-        elif kind is EventKind.DONE:
-            self.files_done += 1
-        elif kind is EventKind.FAILED:
-            self.files_failed += 1
-        else:
+        if not self.state.update(event):
             return
-        self.draw()
+        if event.kind is EventKind.PROGRESS and self._bars:
+            bar = self._bars[0]
+            step = event.nbytes
+            if bar.total and bar.n + step > bar.total:  # re-fetched bytes: never past 100%
+                step = max(0, bar.total - bar.n)
+            bar.update(step)  # tqdm's own throttle and rate estimate
+        self.draw(force=event.kind is EventKind.PLANNED)
 
     def text(self) -> str:
-        """The current progress line (without control characters)."""
-        elapsed = time.monotonic() - self._start
-        line = (
-            f"{human_bytes(self.bytes_done)} / {human_bytes(self.bytes_total)}"
-            f"  {_rate(self.bytes_done, elapsed):.2f} MiB/s  {self.files_done} files done"
-        )
-        if self.files_failed:
-            line += f", {self.files_failed} failed"
-        return line
+        """The first line, as drawn now (without control characters)."""
+        if not self._bars:
+            return ""
+        self._sync()
+        return str(self._bars[0])
 
     def draw(self, *, force: bool = False) -> None:
-        """Redraw the line, unless it was drawn less than ``interval`` ago."""
+        """Redraw every line, unless they were drawn less than ``interval`` ago."""
         now = time.monotonic()
         if not force and now - self._last_draw < self.interval:
             return
         self._last_draw = now
-        line = self.text()
-        pad = " " * max(0, self._width - len(line))
-        self.stream.write(f"\r{line}{pad}")
-        self.stream.flush()
-        self._width = len(line)
+        if not self._bars:
+            self._open()
+            return
+        self._sync()
+        for bar in self._bars:
+            bar.refresh()
+
+    def write(self, stream: TextIO, line: str) -> None:
+        """Print ``line`` on ``stream`` above the progress lines (which are redrawn)."""
+        if not self._bars:
+            stream.write(line + "\n")
+            stream.flush()
+            return
+        self._bars[0].write(line, file=stream)
 
     def clear(self) -> None:
-        """Erase the line (before other output, and before the summary)."""
-        if self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-            self._width = 0
+        """Erase the progress lines (at the end, or before a final message)."""
+        bars, self._bars = self._bars, []
+        for bar in reversed(bars):
+            bar.close()
+        self._last_draw = float("-inf")
+
+    # -- tqdm ------------------------------------------------------------------
+
+    def _open(self) -> None:
+        import threading
+
+        tqdm = _bar_class()
+        tqdm.monitor_interval = 0  # no monitor thread: the CLI redraws on its own tick
+        tqdm.set_lock(threading.RLock())  # events come on one thread: no process lock
+        common: dict[str, Any] = {
+            "file": self.stream,
+            "leave": False,
+            "dynamic_ncols": True,
+            "mininterval": self.interval,
+        }
+        total = tqdm(
+            total=self.state.bytes_total or None,
+            initial=min(self.state.bytes_done, self.state.bytes_total or self.state.bytes_done),
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            position=0,
+            bar_format=self._total_format(),
+            postfix=self.state.files_text(),
+            **common,
+        )
+        self._bars = [total]
+        self._bars += [
+            tqdm(total=None, bar_format="{desc}", position=i, **common)
+            for i in range(1, self.lines + 1)
+        ]
+        self._sync()
+        for bar in self._bars:
+            bar.refresh()
+
+    def _total_format(self) -> str:
+        prefix = "(dryrun) " if self.state.dryrun else ""
+        return prefix + (_TOTAL_FORMAT if self.state.bytes_total else _NO_TOTAL_FORMAT)
+
+    def _sync(self) -> None:
+        """Bring the bars up to the state: total, file counts, files in flight."""
+        state = self.state
+        bar = self._bars[0]
+        total = state.bytes_total or None
+        if bar.total != total:
+            bar.total = total
+        bar.bar_format = self._total_format()
+        bar.set_postfix_str(state.files_text(), refresh=False)
+        if len(self._bars) > 1:
+            width = max(20, (bar.ncols or 80) - 20)
+            flights = state.biggest_in_flight(len(self._bars) - 1)
+            for i, line in enumerate(self._bars[1:]):
+                if i >= len(flights):
+                    line.set_description_str("", refresh=False)
+                    continue
+                f = flights[i]
+                name = display_path(f.name)
+                if len(name) > width:
+                    name = "..." + name[-(width - 3) :]
+                pct = min(100.0, 100 * f.done / f.size) if f.size else 100.0
+                line.set_description_str(
+                    f"  {pct:3.0f}% of {human_bytes(f.size):>10}  {name}", refresh=False
+                )
 
 
 class EventPrinter:
@@ -202,7 +319,7 @@ class EventPrinter:
         """The events this printer uses; the engine builds no others."""
         kinds = {EventKind.FAILED, EventKind.RETRY}
         if self.progress is not None:
-            kinds |= {EventKind.STARTED, EventKind.PROGRESS, EventKind.DONE}
+            kinds |= PROGRESS_EVENTS
         if self.json_lines:
             kinds |= {EventKind.DONE, EventKind.SKIPPED}
         elif not self.quiet:
@@ -239,11 +356,9 @@ class EventPrinter:
 
     def _emit(self, stream: TextIO, line: str) -> None:
         if self.progress is not None:
-            self.progress.clear()
-        stream.write(line + "\n")
-        if self.progress is not None:
-            stream.flush()
-            self.progress.draw()
+            self.progress.write(stream, line)
+        else:
+            stream.write(line + "\n")
 
     @staticmethod
     def _event_dict(event: Event) -> dict[str, object]:

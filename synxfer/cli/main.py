@@ -193,13 +193,24 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
         "--progress",
         action="store_true",
         default=None,
-        help="show a progress line on stderr (default: on when stderr is a terminal)",
+        help="show progress on stderr: %% of the planned bytes, rate, ETA, files done of the "
+        "total, and on a terminal the biggest files in flight (default: on when stderr is a "
+        "terminal)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_false",
+        dest="progress",
+        default=None,
+        help="don't show progress, even on a terminal",
     )
     parser.add_argument(
         "-q",
         "--quiet",
+        "--only-show-errors",
         action="store_true",
-        help="don't print per-file lines, progress or the summary (failures still show)",
+        help="don't print per-file lines, progress or the summary; only errors (failures "
+        "still show)",
     )
 
 

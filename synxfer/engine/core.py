@@ -11,7 +11,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -118,8 +118,33 @@ class Engine:
     # -- running -------------------------------------------------------------
 
     async def execute(self, jobs: Iterable[Job], run: Run) -> None:
-        """Run every job, at most ``max_files`` at once; failures are recorded."""
+        """Run every job, at most ``max_files`` at once; failures are recorded.
+
+        First, when anyone listens, one PLANNED event per action says how
+        many files and bytes the jobs hold (see :meth:`planned`).
+        """
+        if EventKind.PLANNED in self.wanted:
+            jobs = list(jobs)
+            self.planned(run, jobs)
         await self.scheduler.map_files(jobs, lambda job: self._run_job(job, run))
+
+    def planned(self, run: Run, jobs: Sequence[Job]) -> None:
+        """Emit the plan's totals: one PLANNED event per action, in the jobs' order.
+
+        A batched delete counts each of its keys.
+        """
+        totals: dict[Action, list[int]] = {}
+        for job in jobs:
+            counts = totals.setdefault(job.action, [0, 0])
+            keys = getattr(job, "keys", None) if job.action is Action.DELETE else None
+            counts[0] += len(keys) if keys is not None else 1
+            counts[1] += job.size
+        for action, (files, nbytes) in totals.items():
+            self.emit(
+                Event(
+                    EventKind.PLANNED, action, "", "", size=nbytes, files=files, dryrun=run.dryrun
+                )
+            )
 
     async def _run_job(self, job: Job, run: Run) -> None:
         _current.set((run, job))
