@@ -93,6 +93,17 @@ class PermissionDenied(BackendError):
     """Access was refused (403) or credentials are missing or invalid."""
 
 
+class NoCredentials(PermissionDenied, ConfigError):
+    """No credentials were found for a backend that needs them: a set-up error.
+
+    Both a :class:`PermissionDenied` and a :class:`ConfigError` (the CLI
+    exits 2). Every request would fail the same way, so a run raises it
+    instead of failing each file with it. Backends raise it when their
+    credential chain finds nothing (not when a service refuses the
+    credentials it was given: that is a plain :class:`PermissionDenied`).
+    """
+
+
 class PreconditionFailed(BackendError):
     """A conditional request failed: the object changed while being read."""
 

@@ -258,12 +258,12 @@ def test_public_api_surface() -> None:
         "TransferResult", "FileFailure", "Event", "EventKind", "Action",
         # backend SDK
         "Backend", "BackendOptions", "Capabilities", "Checksum", "ObjectInfo", "ReadResult",
-        "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart", "PendingUpload",
+        "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart", "PendingUpload", "PartInfo",
         # errors
         "SynxferError", "ConfigError", "InvalidURL", "UnknownScheme", "BackendError",
         "NotFound", "BucketNotFound", "PermissionDenied", "PreconditionFailed",
         "TransientError", "IntegrityError", "SourceChangedError", "UnsafePathError",
-        "TransferFailed",
+        "TransferFailed", "NoCredentials",
         # units
         "KiB", "MiB", "GiB", "parse_size", "parse_rate", "__version__",
     }  # fmt: skip

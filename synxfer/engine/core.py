@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from .._config import TransferConfig
-from .._exceptions import BackendError, SynxferError
+from .._exceptions import BackendError, NoCredentials, SynxferError
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
 from .journal import ResumeJournal
 from .scheduler import Scheduler
@@ -126,7 +126,14 @@ class Engine:
         if EventKind.PLANNED in self.wanted:
             jobs = list(jobs)
             self.planned(run, jobs)
-        await self.scheduler.map_files(jobs, lambda job: self._run_job(job, run))
+        try:
+            await self.scheduler.map_files(jobs, lambda job: self._run_job(job, run))
+        except BaseExceptionGroup as group:
+            # A set-up error no file can get past (no credentials) ends the run.
+            fatal = [e for e in _leaves(group) if isinstance(e, NoCredentials)]
+            if fatal:
+                raise fatal[0] from None
+            raise
 
     def planned(self, run: Run, jobs: Sequence[Job]) -> None:
         """Emit the plan's totals: one PLANNED event per action, in the jobs' order.
@@ -150,6 +157,8 @@ class Engine:
         _current.set((run, job))
         try:
             await job.run(self, run)
+        except NoCredentials:
+            raise  # not this file's failure: the whole run's (see execute)
         except Exception as exc:
             log.debug("%s %s -> %s failed", job.action.value, job.src, job.dst, exc_info=True)
             self.failed(run, job, exc)
