@@ -432,7 +432,19 @@ def _config(args: argparse.Namespace) -> TransferConfig | None:
     }
     if not args.resume:
         changes["resume"] = False
+    if _uses_aws_settings(args):
+        from ._awsconfig import read_s3_settings
+
+        # The profile's s3 settings, unless a flag says otherwise (--bwlimit off included).
+        for name, value in read_s3_settings(args.profile).items():
+            changes.setdefault(name, value)
     return TransferConfig(**changes) if changes else None
+
+
+def _uses_aws_settings(args: argparse.Namespace) -> bool:
+    """Whether the command touches s3:// or scp://, whose aws-cli ``s3`` settings apply."""
+    values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
+    return any(str(v).lower().startswith(("s3://", "scp://")) for v in values)
 
 
 def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
