@@ -29,7 +29,7 @@ from .backend import Backend, BackendOptions, open_backend
 from .engine.compare import Compare
 from .engine.core import Engine, Job, Run
 from .engine.filters import Filters
-from .engine.jobs import CopyJob, DeleteRemoteJob, DownloadJob, UploadJob
+from .engine.jobs import CopyJob, DeleteLocalJob, DeleteRemoteJob, DownloadJob, UploadJob
 from .engine.plan import (
     PlanArgs,
     delete_jobs,
@@ -235,28 +235,32 @@ class Client:
         self, path: PathLike, url: str, *, dryrun: bool = False
     ) -> TransferResult:
         """Upload one local file. A URL ending in ``/`` gets the file's name."""
+        return await self._execute([await self._upload_job(path, url)], dryrun)
+
+    async def _upload_job(self, path: PathLike, url: str) -> UploadJob:
         src = _existing_file(Path(path))
         loc = self._remote(url)
         key = loc.key + src.name if not loc.key or loc.key.endswith("/") else loc.key
         backend = await self._backend(loc)
-        job = UploadJob(src, backend, key, src.stat().st_size)
-        return await self._execute([job], dryrun)
+        return UploadJob(src, backend, key, src.stat().st_size)
 
     async def download_file(
         self, url: str, path: PathLike, *, dryrun: bool = False
     ) -> TransferResult:
         """Download one object. An existing directory (or a path ending in
         ``/``) as ``path`` receives the object under its own name."""
+        return await self._execute([await self._download_job(url, path)], dryrun)
+
+    async def _download_job(self, url: str, path: PathLike, verb: str = "copy") -> DownloadJob:
         loc = self._remote(url)
         if not loc.key or loc.key.endswith("/"):
-            raise _prefix_error(url, "copy")
+            raise _prefix_error(url, verb)
         backend = await self._backend(loc)
-        info = await _stat_object(backend, loc.key, url, "copy")
+        info = await _stat_object(backend, loc.key, url, verb)
         dest = Path(path)
         if dest.is_dir() or str(path).endswith(("/", os.sep)):
             dest = dest / posixpath.basename(loc.key)
-        job = DownloadJob(backend, loc.key, dest, info.size, etag=info.etag)
-        return await self._execute([job], dryrun)
+        return DownloadJob(backend, loc.key, dest, info.size, etag=info.etag)
 
     # -- trees ---------------------------------------------------------------
 
@@ -397,14 +401,73 @@ class Client:
 
     async def _copy_one(self, s: Location, d: Location, dryrun: bool) -> TransferResult:
         """One object to another remote location; a key ending in ``/`` gets its name."""
+        return await self._execute([await self._copy_one_job(s, d)], dryrun)
+
+    async def _copy_one_job(self, s: Location, d: Location, verb: str = "copy") -> CopyJob:
         if not s.key or s.key.endswith("/"):
-            raise _prefix_error(str(s), "copy")
+            raise _prefix_error(str(s), verb)
         self._check_endpoints(s, d)
         src, dst = await self._backend(s), await self._backend(d)
-        info = await _stat_object(src, s.key, str(s), "copy")
+        info = await _stat_object(src, s.key, str(s), verb)
         key = d.key + posixpath.basename(s.key) if not d.key or d.key.endswith("/") else d.key
-        job = CopyJob(src, s.key, dst, key, info.size, info.etag)
-        return await self._execute([job], dryrun)
+        if src is dst and key == s.key:
+            raise ConfigError(f"{s} and {d} are the same object")
+        return CopyJob(src, s.key, dst, key, info.size, info.etag)
+
+    async def move(
+        self,
+        src: PathLike,
+        dst: PathLike,
+        *,
+        recursive: bool = False,
+        filters: FilterSpec = (),
+        dryrun: bool = False,
+    ) -> TransferResult:
+        """Move a file or (``recursive``) a directory: ``aws s3 mv``.
+
+        Copies as :meth:`copy` does (every transfer checked against the
+        checksums its source vouches for), then deletes the source of each
+        file whose copy completed, and only those: a file that failed keeps
+        its source. Local to remote, remote to local and remote to remote;
+        moving a location into itself is refused. Empty local directories
+        are left in place. Runs in this process's engine (not scaled out).
+        """
+        s, d = parse_location(_str(src)), parse_location(_str(dst))
+        if s.is_local and d.is_local:
+            raise _local_remote_error(s, d)
+        run = Run(dryrun)
+        jobs: Sequence[Job]
+        if not recursive:
+            if s.is_local:
+                jobs = [await self._upload_job(_str(src), _str(dst))]
+            elif d.is_local:
+                jobs = [await self._download_job(_str(src), _str(dst), "move")]
+            else:
+                jobs = [await self._copy_one_job(s, d, "move")]
+        else:
+            args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
+            if s.is_local:
+                backend = await self._backend(d)
+                root = _existing_dir(Path(_str(src)))
+                jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
+            elif d.is_local:
+                backend = await self._backend(s)
+                root = _dest_dir(Path(_str(dst)))
+                prefix = _as_prefix(s.key)
+                jobs = await plan_download(self._engine, run, backend, prefix, root, args)
+            else:
+                self._check_endpoints(s, d)
+                if (s.scheme, s.bucket) == (d.scheme, d.bucket):
+                    a, b = _as_prefix(s.key), _as_prefix(d.key)
+                    if a.startswith(b) or b.startswith(a):
+                        raise ConfigError(f"cannot move {s} into itself ({d})")
+                sb, db = await self._backend(s), await self._backend(d)
+                prefix = _as_prefix(d.key)
+                jobs = await plan_copy(self._engine, run, sb, _as_prefix(s.key), db, prefix, args)
+        await self._engine.execute(jobs, run)
+        failed = {failure.path for failure in run.result.failures}
+        await self._engine.execute(_source_deletes([j for j in jobs if j.src not in failed]), run)
+        return run.finish()
 
     async def _copy_tree(
         self, s: Location, d: Location, args: PlanArgs, dryrun: bool
@@ -539,6 +602,21 @@ async def _stat_object(backend: Backend, key: str, url: str, verb: str) -> Objec
         if page.items:
             raise _prefix_error(url, verb) from None
         raise NotFound(f"{url}: no such object", url=url, status=exc.status) from None
+
+
+def _source_deletes(done: Sequence[Job]) -> list[Job]:
+    """Jobs deleting the sources of ``done`` transfers (remote keys batched by backend)."""
+    local: list[Job] = []
+    keys: dict[int, tuple[Backend, list[str]]] = {}
+    for job in done:
+        if isinstance(job, UploadJob):
+            local.append(DeleteLocalJob(job.path, src=job.src))
+        elif isinstance(job, DownloadJob):
+            keys.setdefault(id(job.backend), (job.backend, []))[1].append(job.key)
+        elif isinstance(job, CopyJob):
+            keys.setdefault(id(job.src_backend), (job.src_backend, []))[1].append(job.src_key)
+    remote = [j for backend, names in keys.values() for j in delete_jobs(backend, names)]
+    return local + remote
 
 
 def _local_remote_error(s: Location, d: Location) -> ConfigError:

@@ -1,4 +1,4 @@
-"""The ``synxfer`` command: ``cp``, ``sync``, ``ls`` and ``rm``, with aws-cli-like flags.
+"""The ``synxfer`` command: ``cp``, ``sync``, ``mv``, ``ls`` and ``rm``, with aws-cli-like flags.
 
 Exit codes: 0 success; 1 when any file failed (or the run failed at the
 backend); 2 for usage and configuration errors (bad option, malformed URL,
@@ -299,6 +299,22 @@ def build_parser() -> Parser:
     _add_scale(sync)
     _add_common(sync, suppress=True)
 
+    mv = sub.add_parser(
+        "mv",
+        help="move a file or (with --recursive) a directory: copy, then delete the source",
+        description=(
+            "Copy like cp, then delete the source of each file whose copy completed "
+            "(and was checked against the checksums its source vouches for); a file that "
+            "failed keeps its source. Local to URL, URL to local, or URL to URL."
+        ),
+    )
+    mv.add_argument("src", help="local path or URL")
+    mv.add_argument("dst", help="local path or URL")
+    mv.add_argument("--recursive", action="store_true", help="move a whole directory or prefix")
+    _add_filters(mv)
+    _add_output(mv)
+    _add_common(mv, suppress=True)
+
     ls = sub.add_parser(
         "ls",
         help="list objects and prefixes under a URL",
@@ -365,7 +381,7 @@ def _check_locations(args: argparse.Namespace) -> None:
     """Fail fast, with exit code 2, on malformed URLs, unknown schemes, missing paths."""
     from ..backend import resolve
 
-    values = [args.src, args.dst] if args.command in ("cp", "sync") else [args.url]
+    values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
     locations = [parse_location(v) for v in values]
     for loc in locations:
         if not loc.is_local:
@@ -386,7 +402,8 @@ def _check_locations(args: argparse.Namespace) -> None:
     if src.is_local and src.path is not None and not os.path.lexists(src.path):
         raise ConfigError(f"the local path {args.src!r} does not exist")
     _check_endpoint_url(args, src.scheme, dst.scheme)
-    _check_scale(args)
+    if args.command != "mv":
+        _check_scale(args)
 
 
 def _check_scale(args: argparse.Namespace) -> None:
@@ -563,6 +580,14 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     exact_timestamps=args.exact_timestamps,
                     checksum=args.checksum,
                     **({"files": args.files} if args.files is not None else {}),
+                )
+            if args.command == "mv":
+                return await client.move(
+                    args.src,
+                    args.dst,
+                    recursive=args.recursive,
+                    filters=args.filters,
+                    dryrun=args.dryrun,
                 )
             return await client.rm(
                 args.url, recursive=args.recursive, filters=args.filters, dryrun=args.dryrun
