@@ -430,6 +430,18 @@ async def test_seaweed_verifies_and_reports_crc32c(weed_env: Any) -> None:
         assert (await b.stat(prefix + "one")).checksums == whole
         got = await b.read(prefix + "one")
         assert (bytes(got.data), dict(got.info.checksums)) == (data, whole)
+        # Like S3, SeaweedFS sends no CRC with a ranged GET, even of the whole
+        # object: read_into(whole=True) reads without a range to get it.
+        buf = bytearray(len(data))
+        ranged = await b.read_into(prefix + "one", 0, memoryview(buf))
+        assert "crc32c" not in ranged.checksums
+        assert (
+            dict((await b.read_into(prefix + "one", 0, memoryview(buf), whole=True)).checksums)
+            == whole
+        )
+        assert buf == data
+        with pytest.raises(PreconditionFailed):
+            await b.read_into(prefix + "one", 0, memoryview(buf)[:999], whole=True)
         with pytest.raises(TransientError, match="BadDigest"):
             await b.put(prefix + "bad", data, WriteOptions(), crc32c(b"not it"))
         # Multipart: CRC32C declared, each part's listed on completion; the

@@ -317,11 +317,14 @@ class S3Backend(Backend):
         buf: memoryview,
         *,
         if_match: str | None = None,
+        whole: bool = False,
     ) -> ObjectInfo:
         """Receive bytes ``[offset, offset+len(buf))`` straight into ``buf``.
 
         The body goes from the socket into ``buf`` (no allocation, no copy in
-        Python). An empty ``buf`` reads an empty object without a range.
+        Python). An empty ``buf`` reads an empty object without a range; so
+        does ``whole`` (the caller expects ``buf`` to hold the object): S3
+        sends the object's checksums only with an unranged GET.
         """
         if offset < 0:
             raise ValueError(f"invalid offset {offset}")
@@ -342,7 +345,7 @@ class S3Backend(Backend):
                 key,
                 buf,
                 offset=offset,
-                length=n or None,
+                length=None if whole and offset == 0 else n or None,
                 if_match=if_match,
                 checksum_mode=True,
             )

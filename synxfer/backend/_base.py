@@ -193,6 +193,7 @@ class Backend(abc.ABC):
         buf: memoryview,
         *,
         if_match: str | None = None,
+        whole: bool = False,
     ) -> ObjectInfo:
         """Fill ``buf`` with bytes ``[offset, offset+len(buf))`` of an object.
 
@@ -202,8 +203,16 @@ class Backend(abc.ABC):
         empty object without a range. The engine lends a pooled buffer, so a
         backend that can receive straight into it (no per-object allocation,
         no join) overrides this; the default reads and copies once.
+
+        ``whole`` (with ``offset`` 0): ``buf`` is expected to hold the whole
+        object, so read it as a whole, without a range -- some services (S3)
+        report whole-object checksums only then; an object of another size
+        raises :class:`PreconditionFailed`.
         """
-        res = await self.read(key, offset, len(buf) or None, if_match=if_match)
+        if whole:
+            res = await self.read(key, 0, None, if_match=if_match)
+        else:
+            res = await self.read(key, offset, len(buf) or None, if_match=if_match)
         if len(res.data) != len(buf):
             raise PreconditionFailed(
                 f"expected {len(buf)} bytes at offset {offset}, got {len(res.data)}",

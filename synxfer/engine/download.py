@@ -145,7 +145,8 @@ async def _download_single(
             # With the journal on, the stable name an interrupted run would
             # have left (overwritten here); without it, a unique one.
             tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
-            info = await backend.read_into(key, 0, view, if_match=etag)
+            # As a whole: S3 sends no whole-object checksum with a range.
+            info = await backend.read_into(key, 0, view, if_match=etag, whole=True)
             engine.progress(size, "down")
             _check_size(src, size, info)
             exp, layout = await gather_layout(backend, key, info, info.etag or etag)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,6 +22,13 @@ from ..backend import Backend, Capabilities, Checksum, Payload
 __all__ = ["Layer"]
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _takes_whole(cls: type[Backend]) -> bool:
+    """Whether ``cls.read_into`` takes ``whole`` (a backend written before it
+    was added may override ``read_into`` without it)."""
+    return "whole" in inspect.signature(cls.read_into).parameters
 
 
 class Layer(Backend):
@@ -79,13 +88,21 @@ class Layer(Backend):
         return await self.inner.read(key, offset, length, if_match=if_match)
 
     async def read_into(
-        self, key: str, offset: int, buf: memoryview, *, if_match: str | None = None
+        self,
+        key: str,
+        offset: int,
+        buf: memoryview,
+        *,
+        if_match: str | None = None,
+        whole: bool = False,
     ) -> ObjectInfo:
-        return await self._call("read_into", self._read_into, key, offset, buf, if_match)
+        return await self._call("read_into", self._read_into, key, offset, buf, if_match, whole)
 
     async def _read_into(
-        self, key: str, offset: int, buf: memoryview, if_match: str | None
+        self, key: str, offset: int, buf: memoryview, if_match: str | None, whole: bool = False
     ) -> ObjectInfo:
+        if whole and _takes_whole(type(self.inner)):
+            return await self.inner.read_into(key, offset, buf, if_match=if_match, whole=True)
         return await self.inner.read_into(key, offset, buf, if_match=if_match)
 
     async def put(
