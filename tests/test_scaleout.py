@@ -149,6 +149,37 @@ def test_merge_sums_every_counter_and_joins_failures() -> None:
     assert one.elapsed == 5.0
 
 
+def test_engine_config_splits_every_machine_wide_limit_bwlimit_included() -> None:
+    from synxfer._scaleout._shards import engine_config
+
+    config = synxfer.TransferConfig(max_threads=8, bwlimit=10 * MiB, processes=4)
+    one = engine_config(config, 4)
+    assert (one.max_threads, one.max_files, one.processes) == (2, 4, 1)
+    assert one.memory_budget == config.memory_budget // 4
+    assert one.bwlimit == 10 * MiB // 4  # four engines together keep to the client's limit
+    assert engine_config(synxfer.TransferConfig(bwlimit=3), 4).bwlimit == 1  # never 0 (= none)
+    assert engine_config(synxfer.TransferConfig(), 4).bwlimit == 0  # no limit stays none
+
+
+def test_packed_events_carry_every_field() -> None:
+    from synxfer._scaleout._shards import pack_event, unpack_event
+
+    planned = synxfer.Event(
+        synxfer.EventKind.PLANNED, synxfer.Action.UPLOAD, "", "", size=12345, files=7
+    )
+    done = synxfer.Event(
+        synxfer.EventKind.DONE, synxfer.Action.DOWNLOAD, "s3://b/k", "k", 5, verified=False
+    )
+    failed = synxfer.Event(
+        synxfer.EventKind.FAILED, synxfer.Action.COPY, "a", "b", 1, 2, "why", dryrun=True
+    )
+    for event in (planned, done, failed):
+        packed = pack_event(event)
+        assert unpack_event(list(packed)) == event  # Dask's queue may hand back a list
+        pickle.loads(pickle.dumps(packed))
+    assert unpack_event(pack_event(planned)).files == 7
+
+
 # --------------------------------------------------------------------------- Dask
 
 

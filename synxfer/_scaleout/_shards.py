@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import heapq
 import signal
 import sqlite3
@@ -114,12 +115,15 @@ def shard_journal_dir(state_dir: str | None, index: int) -> Path:
 
 def engine_config(config: TransferConfig, share: int) -> TransferConfig:
     """``config`` for one of ``share`` engines on one machine: its part of
-    every machine-wide limit (requests and threads, files, memory)."""
+    every machine-wide limit (requests and threads, files, memory, and the
+    bandwidth limit: each engine gets ``bwlimit / share``, so together they
+    keep to the client's)."""
     return replace(
         config,
         max_threads=max(1, config.max_threads // share),
         max_files=max(1, config.max_files // share),
         memory_budget=max(1, config.memory_budget // share),
+        bwlimit=max(1, config.bwlimit // share) if config.bwlimit else 0,
         processes=1,
     )
 
@@ -222,26 +226,28 @@ def shard_failed(spec: ShardSpec, exc: BaseException) -> list[FileFailure]:
 # --------------------------------------------------------------------------- the worker side
 
 
-#: An :class:`Event` as plain values (msgpack-able, for Dask's queue too).
-PackedEvent = tuple[str, str, str, str, int, int, str | None, bool]
+#: An :class:`Event` as plain values (msgpack-able, for Dask's queue too): every
+#: field of :class:`Event` in order, enums by value.
+PackedEvent = tuple[str | int | bool | None, ...]
+
+_EVENT_FIELDS = tuple(f.name for f in fields(Event))
 
 
 def pack_event(e: Event) -> PackedEvent:
-    return (e.kind.value, e.action.value, e.src, e.dst, e.size, e.nbytes, e.error, e.dryrun)
+    """``e`` as plain values: every field (``files`` of a PLANNED event,
+    ``verified`` of a download's DONE included)."""
+    return tuple(
+        value.value if isinstance(value, enum.Enum) else value
+        for value in (getattr(e, name) for name in _EVENT_FIELDS)
+    )
 
 
 def unpack_event(p: Sequence[object]) -> Event:
-    kind, action, src, dst, size, nbytes, error, dryrun = p
-    return Event(
-        EventKind(kind),
-        Action(action),
-        str(src),
-        str(dst),
-        int(size),  # type: ignore[call-overload]
-        int(nbytes),  # type: ignore[call-overload]
-        None if error is None else str(error),
-        bool(dryrun),
-    )
+    """The :class:`Event` :func:`pack_event` packed."""
+    values = dict(zip(_EVENT_FIELDS, p, strict=True))
+    values["kind"] = EventKind(values["kind"])
+    values["action"] = Action(values["action"])
+    return Event(**values)  # type: ignore[arg-type]
 
 
 class _Forwarder:
