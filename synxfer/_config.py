@@ -188,13 +188,13 @@ def check_capabilities(config: TransferConfig, caps: Capabilities, where: str) -
     effective = -(-max(requested, caps.min_part_size, 1) // unit) * unit
     if effective > caps.max_part_size:
         raise ConfigError(
-            f"part size {_size(requested)} (--part-size, TransferConfig.part_size) is above "
+            f"part size {_size(requested)} (TransferConfig(part_size=...)) is above "
             f"the largest part {where} accepts, {_size(caps.max_part_size)}: use at most "
             f"{_size(caps.max_part_size)}"
         )
     if requested < caps.min_part_size:
         log.warning(
-            "part size %s (--part-size, TransferConfig.part_size) is below the smallest "
+            "part size %s (TransferConfig(part_size=...)) is below the smallest "
             "part %s accepts, %s: parts of %s are used",
             _size(requested),
             where,

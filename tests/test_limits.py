@@ -101,7 +101,8 @@ async def test_client_refuses_a_part_size_above_the_stores_largest(
             with pytest.raises(synxfer.ConfigError) as info:
                 await attempt
             message = str(info.value)
-            assert "--part-size" in message
+            assert "TransferConfig(part_size=...)" in message  # the API's name, not a flag
+            assert "--part-size" not in message
             assert "6 GiB" in message
             assert f"s3://{bucket}/" in message
             assert "5 GiB" in message  # the limit
@@ -127,7 +128,7 @@ async def test_part_size_below_the_stores_smallest_is_raised_with_a_warning(
     assert len(notices) == 1
     assert "1 MiB" in notices[0]
     assert "5 MiB" in notices[0]
-    assert "--part-size" in notices[0]
+    assert "TransferConfig(part_size=...)" in notices[0]
     head = boto3.client("s3", endpoint_url=s3_endpoint).head_object(Bucket=bucket, Key="p/big.bin")
     assert head["ETag"].strip('"').endswith("-3")  # 12 MiB in parts of 5 MiB
 

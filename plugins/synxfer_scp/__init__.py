@@ -5,8 +5,9 @@ with a different profile, expressed only through S3Backend's hooks:
 
 * **The endpoint is required**: there is no default SCP endpoint to fall back
   on, and silently talking to AWS instead would be wrong. It comes from
-  ``--endpoint-url`` (``options.endpoint_url``), else ``SCP_ENDPOINT_URL``,
-  else ``AWS_ENDPOINT_URL``.
+  ``options.endpoint_url`` (``Client(endpoint_url=...)``, ``--endpoint-url``),
+  else ``SCP_ENDPOINT_URL``. ``AWS_ENDPOINT_URL`` is S3's endpoint, never
+  SCP's: a user with both services configured gets each one's own.
 * **Path-style addressing** (``https://endpoint/bucket/key``): it works
   whatever DNS and certificates the endpoint has.
 * **Legacy checksums only.** SCP documents support for SDKs that predate S3's
@@ -54,14 +55,13 @@ class ScpBackend(S3Backend):
 
     def _resolve_endpoint(self) -> str | None:
         for value, source in (
-            (self.options.endpoint_url, "--endpoint-url"),
+            (self.options.endpoint_url, "Client(endpoint_url=...)"),
             (os.environ.get("SCP_ENDPOINT_URL"), "SCP_ENDPOINT_URL"),
-            (os.environ.get("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"),
         ):
             if value:
                 return check_endpoint_url(value, source)
         raise ConfigError(
-            "scp:// needs the SCP Object Storage endpoint: pass --endpoint-url "
+            "scp:// needs the SCP Object Storage endpoint: pass Client(endpoint_url=...) "
             "or set SCP_ENDPOINT_URL (e.g. https://<object storage endpoint>)"
         )
 

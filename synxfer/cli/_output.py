@@ -22,6 +22,7 @@ from ..progress import PROGRESS_EVENTS, TransferProgress
 __all__ = [
     "EventPrinter",
     "Progress",
+    "cli_words",
     "display_path",
     "human_bytes",
     "redact",
@@ -46,6 +47,53 @@ def redact(text: str) -> str:
         if value and len(value) >= 8:
             text = text.replace(value, "****")
     return text
+
+
+#: Library messages name the API (``recursive=True``, ``Client(profile=...)``,
+#: ``TransferConfig(part_size=...)``, ``WriteOptions(storage_class=...)``):
+#: the CLI prints the flag of the same meaning instead.
+_API_FLAG = re.compile(
+    r"\b(?:(?P<flag>recursive|follow_symlinks|size_only|exact_timestamps|checksum)=True"
+    r"|(?:Client|TransferConfig|WriteOptions)\((?P<name>\w+)=\.\.\.\))"
+)
+#: Names in ``Client(...)``, ``TransferConfig(...)`` or ``WriteOptions(...)`` that
+#: have a flag; others are left as the API names them.
+_FLAGGED = frozenset(
+    {
+        "endpoint_url",
+        "endpoints",
+        "region",
+        "profile",
+        "part_size",
+        "max_threads",
+        "max_files",
+        "bwlimit",
+        "follow_symlinks",
+        "content_type",
+        "guess_mime_type",
+        "storage_class",
+        "sse",
+        "sse_kms_key_id",
+        "acl",
+        "metadata",
+        "cache_control",
+        "content_encoding",
+        "content_disposition",
+    }
+)
+_FLAG_OF = {"endpoints": "endpoint", "guess_mime_type": "no-guess-mime-type"}
+
+
+def cli_words(message: str) -> str:
+    """``message`` with the API's names of options replaced by their flags."""
+
+    def flag(m: re.Match[str]) -> str:
+        name = m.group("flag") or m.group("name")
+        if m.group("name") and name not in _FLAGGED:
+            return m.group(0)
+        return "--" + _FLAG_OF.get(name, name.replace("_", "-"))
+
+    return _API_FLAG.sub(flag, message)
 
 
 def display_path(location: str) -> str:
@@ -369,7 +417,7 @@ class EventPrinter:
             "src": event.src,
             "dst": event.dst,
             "size": event.size,
-            "error": redact(event.error) if event.error is not None else None,
+            "error": redact(cli_words(event.error)) if event.error is not None else None,
             "dryrun": event.dryrun,
         }
         if event.verified is not None:
@@ -385,6 +433,7 @@ class EventPrinter:
             where = f"{display_path(event.src)} to {display_path(event.dst)}"
         prefix = "(dryrun) " if event.dryrun else ""
         if event.kind is EventKind.FAILED:
-            return redact(f"{prefix}{verb} failed: {where} {event.error or 'unknown error'}")
+            why = cli_words(event.error or "unknown error")
+            return redact(f"{prefix}{verb} failed: {where} {why}")
         unchecked = " (not verified: no checksum)" if event.verified is False else ""
         return redact(f"{prefix}{verb}: {where}{unchecked}")

@@ -14,7 +14,6 @@ import datetime as _dt
 import json
 import logging
 import os
-import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from ._args import (
     rate_arg,
     size_arg,
 )
-from ._output import EventPrinter, Progress, redact, summary_line
+from ._output import EventPrinter, Progress, cli_words, redact, summary_line
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -347,25 +346,17 @@ def build_parser() -> Parser:
 
 def _error(message: str, args: argparse.Namespace | None = None, code: int = 1) -> None:
     """``synxfer: error: …`` on stderr; with ``--json`` also an error object on stdout."""
-    text = redact(_cli_words(message))
+    text = redact(cli_words(message))
     print(f"synxfer: error: {text}", file=sys.stderr)
     if args is not None and getattr(args, "json", False):
         with contextlib.suppress(OSError):
             print(json.dumps({"type": "error", "error": text, "exit_code": code}), flush=True)
 
 
-#: Library messages name keyword arguments (``recursive=True``); here, the flags.
-_API_WORDS = re.compile(r"\b(recursive|follow_symlinks|size_only|exact_timestamps|checksum)=True\b")
-
-
-def _cli_words(message: str) -> str:
-    return _API_WORDS.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)
-
-
 def _setup_logging(verbose: int) -> None:
     class _Redacting(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
-            return redact(super().format(record))
+            return redact(cli_words(super().format(record)))
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))

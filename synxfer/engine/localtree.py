@@ -109,7 +109,7 @@ def _walk_dir(
         try:
             is_link = entry.is_symlink()
             if is_link and not follow:
-                yield WalkProblem(path, "symlink not followed (use --follow-symlinks)", True)
+                yield WalkProblem(path, "symlink not followed (use follow_symlinks=True)", True)
                 continue
             st = entry.stat(follow_symlinks=True)
         except OSError as exc:

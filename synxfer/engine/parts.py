@@ -45,8 +45,8 @@ def plan_part_size(size: int, requested: int, caps: Capabilities) -> int:
     part = -(-part // unit) * unit
     if part > caps.max_part_size:  # a client refuses this when it opens the backend
         raise ConfigError(
-            f"part size {part} bytes (--part-size) is above this backend's largest part, "
-            f"{caps.max_part_size} bytes"
+            f"part size {part} bytes (TransferConfig(part_size=...)) is above this "
+            f"backend's largest part, {caps.max_part_size} bytes"
         )
     grown = part
     while math.ceil(size / grown) > caps.max_parts:
