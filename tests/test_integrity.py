@@ -699,3 +699,27 @@ async def test_block_store_reads_count_as_verified_when_it_checks_blocks(
     assert result.ok, result.failures
     assert _landed(tmp_path / "dst") == expected
     assert result.not_verified == (0 if verify else 2)
+
+
+async def test_without_retries_a_mismatch_fails_the_file_by_name(
+    moto: str, kind_tree: tuple[str, Path], tmp_path: Path
+) -> None:
+    """The re-fetch is what saves a corrupted download: with one attempt the
+    same corruption fails each file, naming the object and the checksum
+    compared, and nothing lands under its name (nor a temp file)."""
+    bucket, src = kind_tree
+    vouched = {
+        f"v/{rel}": _vouched("crc32c", False, (src / rel).read_bytes(), 8 * MiB)
+        for rel in KIND_FILES
+    }
+    config = TransferConfig(max_threads=4, part_size=5 * MiB, retry=RetryPolicy(attempts=1))
+    layers = [lambda b: _Vouch(b, vouched), _CorruptFirst]
+    async with synxfer.Client(config, endpoint_url=moto, layers=layers) as client:
+        result = await client.sync_from(f"s3://{bucket}/v", tmp_path / "dst")
+    failed = {f.path.rsplit("/", 1)[1]: f.error for f in result.failures}
+    assert sorted(failed) == ["big", "one"]
+    for name, error in failed.items():
+        assert f"s3://{bucket}/v/{name}" in error
+        assert "does not match the object's CRC32C" in error
+    assert sorted(_landed(tmp_path / "dst")) == ["empty"]
+    assert result.retries == 0
