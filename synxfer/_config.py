@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ._exceptions import ConfigError
+from ._models import WriteOptions
 
 if TYPE_CHECKING:
     from .backend import Capabilities
@@ -19,6 +21,7 @@ __all__ = [
     "RetryPolicy",
     "TransferConfig",
     "check_capabilities",
+    "check_write_options",
     "default_max_threads",
 ]
 
@@ -104,6 +107,19 @@ class TransferConfig:
         charged each part's (or small file's) bytes before they move; see
         :class:`~synxfer.engine.scheduler.TokenBucket`. Text like ``"16M/s"``
         reads with :func:`synxfer.parse_rate`.
+    ``write_options``
+        Object options of every object an upload or remote copy writes
+        (:class:`~synxfer.WriteOptions`: content type, storage class,
+        server-side encryption, canned ACL, user metadata, cache control,
+        content encoding and disposition); a call's ``write_options=`` takes
+        their place. A client refuses, before any transfer, an option the
+        destination does not honour (:func:`check_write_options`). A remote
+        copy keeps its source's content type and metadata unless these say
+        otherwise.
+    ``guess_mime_type``
+        Uploads without a ``write_options.content_type`` get the type
+        :func:`mimetypes.guess_type` gives their file name, as aws-cli does
+        (default on); off, they get none and the store's default applies.
     """
 
     max_threads: int = field(default_factory=default_max_threads)
@@ -119,6 +135,8 @@ class TransferConfig:
     state_dir: str | None = None
     processes: int = 1
     bwlimit: int = 0
+    write_options: WriteOptions = field(default_factory=WriteOptions)
+    guess_mime_type: bool = True
 
     def __post_init__(self) -> None:
         if self.max_threads < 1:
@@ -135,6 +153,10 @@ class TransferConfig:
             raise ConfigError(f"processes must be >= 1 (got {self.processes})")
         if self.bwlimit < 0:
             raise ConfigError(f"bwlimit must be >= 0 bytes/s, 0 for none (got {self.bwlimit})")
+        if not isinstance(self.write_options, WriteOptions):
+            raise ConfigError(
+                f"write_options must be a synxfer.WriteOptions (got {self.write_options!r})"
+            )
         if self.min_throughput < 0:
             raise ConfigError(f"min_throughput must be >= 0 (got {self.min_throughput})")
         if self.memory_budget < 0:
@@ -201,3 +223,53 @@ def check_capabilities(config: TransferConfig, caps: Capabilities, where: str) -
             _size(caps.min_part_size),
             _size(effective),
         )
+
+
+#: Metadata keys synxfer writes itself (synxfer.engine.meta): not the user's to set.
+_RESERVED_METADATA = frozenset({"mtime", "synxfer-part-size"})
+#: Characters of an HTTP header name (RFC 9110 token): S3 sends metadata as headers.
+_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+
+def check_write_options(options: WriteOptions, caps: Capabilities, where: str) -> None:
+    """Refuse, before any transfer, object options the backend at ``where`` cannot honour.
+
+    Every option set in ``options`` must be in ``caps.write_options`` (user
+    ``metadata`` also needs ``caps.metadata``), a storage class in
+    ``caps.storage_classes`` when the backend lists them, and metadata keys
+    must be header names synxfer does not use itself. Otherwise
+    :class:`ConfigError`, naming the option (the CLI exits with status 2):
+    an option is never dropped silently.
+    """
+    given = options.given()
+    offered = caps.write_options if caps.metadata else caps.write_options - {"metadata"}
+    refused = [name for name in given if name not in offered]
+    if refused:
+        names = ", ".join(f"WriteOptions({name}=...)" for name in sorted(refused))
+        honoured = ", ".join(sorted(offered)) or "none"
+        raise ConfigError(
+            f"{where} cannot honour {names}: leave {'it' if len(refused) == 1 else 'them'} "
+            f"out for this destination (it honours: {honoured})"
+        )
+    storage_class = options.storage_class
+    if storage_class and caps.storage_classes and storage_class not in caps.storage_classes:
+        raise ConfigError(
+            f"{where} has no storage class {storage_class!r} "
+            f"(WriteOptions(storage_class=...)): one of "
+            f"{', '.join(sorted(caps.storage_classes))}"
+        )
+    for name, value in options.metadata.items():
+        if not _TOKEN.match(name):
+            raise ConfigError(
+                f"metadata key {name!r} (WriteOptions(metadata=...)) is not a valid "
+                "header name: use letters, digits and -_."
+            )
+        if name.lower() in _RESERVED_METADATA:
+            raise ConfigError(
+                f"metadata key {name!r} (WriteOptions(metadata=...)) is synxfer's own "
+                "(the source's time and part size): choose another name"
+            )
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ConfigError(
+                f"metadata {name!r} (WriteOptions(metadata=...)) holds a control character"
+            )

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
+    "CANNED_ACLS",
+    "SSE_ALGORITHMS",
+    "WRITE_OPTION_NAMES",
     "Action",
     "CompletedPart",
     "Event",
@@ -95,12 +98,109 @@ class ListPage:
     cursor: str | None = None
 
 
+#: ``WriteOptions.sse`` values: S3's server-side encryption algorithms.
+SSE_ALGORITHMS = ("AES256", "aws:kms", "aws:kms:dsse")
+#: ``WriteOptions.acl`` values: S3's canned ACLs (aws-cli's ``--acl`` choices).
+CANNED_ACLS = (
+    "private",
+    "public-read",
+    "public-read-write",
+    "authenticated-read",
+    "aws-exec-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+    "log-delivery-write",
+)
+#: The options of :class:`WriteOptions` a backend may declare it honours
+#: (``Capabilities.write_options``), in field order.
+WRITE_OPTION_NAMES = (
+    "metadata",
+    "content_type",
+    "storage_class",
+    "sse",
+    "sse_kms_key_id",
+    "acl",
+    "cache_control",
+    "content_encoding",
+    "content_disposition",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class WriteOptions:
-    """Options for a new object (single put or multipart initiate)."""
+    """Options for a new object (single put, multipart initiate, copy).
+
+    ``metadata``: user metadata (S3 ``x-amz-meta-*``, GCS ``metadata``).
+    ``content_type``: the object's media type; None lets the backend store its
+    default (S3 ``binary/octet-stream``, GCS ``application/octet-stream``).
+    ``storage_class``: the service's name for one (S3 ``STANDARD_IA``,
+    ``GLACIER_IR``...; GCS ``NEARLINE``...). ``sse``: server-side encryption,
+    ``AES256``, ``aws:kms`` or ``aws:kms:dsse``, with ``sse_kms_key_id`` (a KMS
+    key for ``aws:kms``; none: the account's default key). ``acl``: a canned
+    ACL (:data:`CANNED_ACLS`). ``cache_control``, ``content_encoding``,
+    ``content_disposition``: the HTTP headers the object is served with.
+
+    A backend declares the options it honours in
+    ``Capabilities.write_options``; a client refuses, before any transfer, an
+    option the destination cannot honour (:func:`synxfer.backend.check_write_options`),
+    so none is ever dropped silently. Values are checked here (a
+    :class:`~synxfer.ConfigError` names the option); storage classes by the
+    backend that takes them.
+    """
 
     metadata: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     content_type: str | None = None
+    storage_class: str | None = None
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
+    acl: str | None = None
+    cache_control: str | None = None
+    content_encoding: str | None = None
+    content_disposition: str | None = None
+
+    def __post_init__(self) -> None:
+        from ._exceptions import ConfigError
+
+        for name in WRITE_OPTION_NAMES[1:]:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"WriteOptions({name}=...) must be a non-empty string")
+            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+                raise ConfigError(
+                    f"WriteOptions({name}=...) {value!r} holds a control character "
+                    "(a header cannot carry it)"
+                )
+        if self.sse is not None and self.sse not in SSE_ALGORITHMS:
+            raise ConfigError(
+                f"WriteOptions(sse=...) must be one of {', '.join(SSE_ALGORITHMS)} "
+                f"(got {self.sse!r})"
+            )
+        if self.sse_kms_key_id is not None and not (self.sse or "").startswith("aws:kms"):
+            raise ConfigError(
+                "WriteOptions(sse_kms_key_id=...) needs WriteOptions(sse=...) aws:kms "
+                "(or aws:kms:dsse)"
+            )
+        if self.acl is not None and self.acl not in CANNED_ACLS:
+            raise ConfigError(
+                f"WriteOptions(acl=...) must be a canned ACL: {', '.join(CANNED_ACLS)} "
+                f"(got {self.acl!r})"
+            )
+
+    def given(self) -> frozenset[str]:
+        """The names of the options set (non-empty metadata, other fields not None)."""
+        return frozenset(
+            name
+            for name in WRITE_OPTION_NAMES
+            if (self.metadata if name == "metadata" else getattr(self, name) is not None)
+        )
+
+    def __reduce__(self) -> tuple[type[WriteOptions], tuple[object, ...]]:
+        # The default metadata is a read-only proxy, which pickle refuses;
+        # configurations travel to other processes (TransferConfig.processes).
+        values = tuple(getattr(self, name) for name in WRITE_OPTION_NAMES)
+        return type(self), (dict(self.metadata), *values[1:])
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypedDict, Unpack
 
-from ._config import TransferConfig, check_capabilities
+from ._config import TransferConfig, check_capabilities, check_write_options
 from ._exceptions import BucketNotFound, ConfigError, NotFound
-from ._models import Event, ObjectInfo, TransferResult
+from ._models import Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location, parse_location
 from .backend import Backend, BackendOptions, open_backend
 from .engine.compare import Compare
@@ -57,7 +57,9 @@ class SyncOptions(TypedDict, total=False):
     ``exact_timestamps``, ``checksum``: how files are compared (one at most).
     ``files``: only these, names relative to both roots (or ``(source name,
     destination name)`` pairs), each compared as a sync compares it
-    (``--files-from``; not with ``delete``).
+    (``--files-from``; not with ``delete``). ``write_options``: the object
+    options of what this call writes, in place of
+    ``TransferConfig.write_options``.
     """
 
     delete: bool
@@ -69,6 +71,7 @@ class SyncOptions(TypedDict, total=False):
     exact_timestamps: bool
     checksum: bool
     files: Sequence[str | tuple[str, str]]
+    write_options: WriteOptions
 
 
 class Client:
@@ -94,6 +97,11 @@ class Client:
     ``distributed.Client``, a scheduler address, or ``"local:N"`` for N
     worker processes here; ``config.processes`` runs them on this machine's
     cores (docs/scaling.md).
+
+    Objects written (uploads, remote copies) get ``config.write_options``
+    (:class:`~synxfer.WriteOptions`: content type, storage class, encryption,
+    ACL, metadata...), or a call's ``write_options=``; an option the
+    destination does not honour is a ConfigError before anything moves.
     """
 
     def __init__(
@@ -203,6 +211,15 @@ class Client:
                 self._backends[ident] = backend
         return backend
 
+    async def _writable(self, loc: Location, write_options: WriteOptions | None) -> Backend:
+        """The backend of ``loc``, which objects will be written to with
+        ``write_options`` (None: the config's): ConfigError, before anything
+        moves, if it cannot honour one of them."""
+        backend = await self._backend(loc)
+        options = self.config.write_options if write_options is None else write_options
+        check_write_options(options, backend.capabilities, backend.url(""))
+        return backend
+
     def _check_endpoints(self, *locations: Location) -> None:
         """``endpoint_url`` serves one service: refuse it for two unless each has its own.
 
@@ -232,16 +249,28 @@ class Client:
     # -- single files --------------------------------------------------------
 
     async def upload_file(
-        self, path: PathLike, url: str, *, dryrun: bool = False
+        self,
+        path: PathLike,
+        url: str,
+        *,
+        dryrun: bool = False,
+        write_options: WriteOptions | None = None,
     ) -> TransferResult:
-        """Upload one local file. A URL ending in ``/`` gets the file's name."""
-        return await self._execute([await self._upload_job(path, url)], dryrun)
+        """Upload one local file. A URL ending in ``/`` gets the file's name.
 
-    async def _upload_job(self, path: PathLike, url: str) -> UploadJob:
+        ``write_options``: the object's options, in place of
+        ``TransferConfig.write_options``.
+        """
+        job = await self._upload_job(path, url, write_options)
+        return await self._execute([job], dryrun, write_options)
+
+    async def _upload_job(
+        self, path: PathLike, url: str, write_options: WriteOptions | None = None
+    ) -> UploadJob:
         src = _existing_file(Path(path))
         loc = self._remote(url)
         key = loc.key + src.name if not loc.key or loc.key.endswith("/") else loc.key
-        backend = await self._backend(loc)
+        backend = await self._writable(loc, write_options)
         return UploadJob(src, backend, key, src.stat().st_size)
 
     async def download_file(
@@ -276,11 +305,14 @@ class Client:
         if self._scaled(options.get("files")):
             args = _plan_args(options, self.follow_symlinks)
             files, dryrun = options.get("files"), options.get("dryrun", False)
-            return await self._scale_out(local, url, args, dryrun, files)
+            return await self._scale_out(
+                local, url, args, dryrun, files, options.get("write_options")
+            )
         root = _existing_dir(Path(local))
         loc = self._remote(url)
-        backend = await self._backend(loc)
-        run = Run(options.get("dryrun", False))
+        write_options = options.get("write_options")
+        backend = await self._writable(loc, write_options)
+        run = Run(options.get("dryrun", False), write_options=write_options)
         jobs = await plan_upload(
             self._engine,
             run,
@@ -334,9 +366,14 @@ class Client:
         if not s.is_local and not d.is_local:
             if self._scaled(options.get("files")):
                 args, dryrun = _plan_args(options, False), options.get("dryrun", False)
-                return await self._scale_out(src, dst, args, dryrun, options.get("files"))
+                files, write_options = options.get("files"), options.get("write_options")
+                return await self._scale_out(src, dst, args, dryrun, files, write_options)
             return await self._copy_tree(
-                s, d, _plan_args(options, False), options.get("dryrun", False)
+                s,
+                d,
+                _plan_args(options, False),
+                options.get("dryrun", False),
+                options.get("write_options"),
             )
         raise _local_remote_error(s, d)
 
@@ -349,29 +386,34 @@ class Client:
         filters: FilterSpec = (),
         dryrun: bool = False,
         files: Sequence[str | tuple[str, str]] | None = None,
+        write_options: WriteOptions | None = None,
     ) -> TransferResult:
         """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``.
 
         ``files``: only these, names relative to both directories (implies
-        ``recursive``; see :class:`SyncOptions`)."""
+        ``recursive``; see :class:`SyncOptions`). ``write_options``: the
+        object options of what it writes, in place of
+        ``TransferConfig.write_options``."""
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         remote_to_remote = not s.is_local and not d.is_local
         if not recursive and files is None:
             if s.is_local and not d.is_local:
-                return await self.upload_file(_str(src), _str(dst), dryrun=dryrun)
+                return await self.upload_file(
+                    _str(src), _str(dst), dryrun=dryrun, write_options=write_options
+                )
             if d.is_local and not s.is_local:
                 return await self.download_file(_str(src), _str(dst), dryrun=dryrun)
             if remote_to_remote:
-                return await self._copy_one(s, d, dryrun)
+                return await self._copy_one(s, d, dryrun, write_options)
             raise _local_remote_error(s, d)
-        run = Run(dryrun)
+        run = Run(dryrun, write_options=write_options)
         args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
         if self._scaled(files):
-            return await self._scale_out(src, dst, args, dryrun, files)
+            return await self._scale_out(src, dst, args, dryrun, files, write_options)
         if remote_to_remote:
-            return await self._copy_tree(s, d, args, dryrun)
+            return await self._copy_tree(s, d, args, dryrun, write_options)
         if s.is_local and not d.is_local:
-            backend = await self._backend(d)
+            backend = await self._writable(d, write_options)
             root = _existing_dir(Path(_str(src)))
             jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
         elif d.is_local and not s.is_local:
@@ -394,20 +436,35 @@ class Client:
         args: PlanArgs,
         dryrun: bool,
         files: Sequence[str | tuple[str, str]] | None,
+        write_options: WriteOptions | None = None,
     ) -> TransferResult:
         from ._scaleout import run_tree
 
-        return await run_tree(self, _str(src), _str(dst), args, dryrun, files)
+        d = parse_location(_str(dst))
+        if not d.is_local:
+            await self._writable(d, write_options)  # refused here, not in every shard
+        return await run_tree(
+            self, _str(src), _str(dst), args, dryrun, files, write_options=write_options
+        )
 
-    async def _copy_one(self, s: Location, d: Location, dryrun: bool) -> TransferResult:
+    async def _copy_one(
+        self, s: Location, d: Location, dryrun: bool, write_options: WriteOptions | None = None
+    ) -> TransferResult:
         """One object to another remote location; a key ending in ``/`` gets its name."""
-        return await self._execute([await self._copy_one_job(s, d)], dryrun)
+        job = await self._copy_one_job(s, d, write_options=write_options)
+        return await self._execute([job], dryrun, write_options)
 
-    async def _copy_one_job(self, s: Location, d: Location, verb: str = "copy") -> CopyJob:
+    async def _copy_one_job(
+        self,
+        s: Location,
+        d: Location,
+        verb: str = "copy",
+        write_options: WriteOptions | None = None,
+    ) -> CopyJob:
         if not s.key or s.key.endswith("/"):
             raise _prefix_error(str(s), verb)
         self._check_endpoints(s, d)
-        src, dst = await self._backend(s), await self._backend(d)
+        src, dst = await self._backend(s), await self._writable(d, write_options)
         info = await _stat_object(src, s.key, str(s), verb)
         key = d.key + posixpath.basename(s.key) if not d.key or d.key.endswith("/") else d.key
         if src is dst and key == s.key:
@@ -422,6 +479,7 @@ class Client:
         recursive: bool = False,
         filters: FilterSpec = (),
         dryrun: bool = False,
+        write_options: WriteOptions | None = None,
     ) -> TransferResult:
         """Move a file or (``recursive``) a directory: ``aws s3 mv``.
 
@@ -431,23 +489,24 @@ class Client:
         its source. Local to remote, remote to local and remote to remote;
         moving a location into itself is refused. Empty local directories
         are left in place. Runs in this process's engine (not scaled out).
+        ``write_options`` as for :meth:`copy`.
         """
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         if s.is_local and d.is_local:
             raise _local_remote_error(s, d)
-        run = Run(dryrun)
+        run = Run(dryrun, write_options=write_options)
         jobs: Sequence[Job]
         if not recursive:
             if s.is_local:
-                jobs = [await self._upload_job(_str(src), _str(dst))]
+                jobs = [await self._upload_job(_str(src), _str(dst), write_options)]
             elif d.is_local:
                 jobs = [await self._download_job(_str(src), _str(dst), "move")]
             else:
-                jobs = [await self._copy_one_job(s, d, "move")]
+                jobs = [await self._copy_one_job(s, d, "move", write_options)]
         else:
             args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
             if s.is_local:
-                backend = await self._backend(d)
+                backend = await self._writable(d, write_options)
                 root = _existing_dir(Path(_str(src)))
                 jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
             elif d.is_local:
@@ -461,7 +520,7 @@ class Client:
                     a, b = _as_prefix(s.key), _as_prefix(d.key)
                     if a.startswith(b) or b.startswith(a):
                         raise ConfigError(f"cannot move {s} into itself ({d})")
-                sb, db = await self._backend(s), await self._backend(d)
+                sb, db = await self._backend(s), await self._writable(d, write_options)
                 prefix = _as_prefix(d.key)
                 jobs = await plan_copy(self._engine, run, sb, _as_prefix(s.key), db, prefix, args)
         await self._engine.execute(jobs, run)
@@ -470,12 +529,17 @@ class Client:
         return run.finish()
 
     async def _copy_tree(
-        self, s: Location, d: Location, args: PlanArgs, dryrun: bool
+        self,
+        s: Location,
+        d: Location,
+        args: PlanArgs,
+        dryrun: bool,
+        write_options: WriteOptions | None = None,
     ) -> TransferResult:
         """Everything under one remote prefix to another (copy or sync)."""
         self._check_endpoints(s, d)
-        src, dst = await self._backend(s), await self._backend(d)
-        run = Run(dryrun)
+        src, dst = await self._backend(s), await self._writable(d, write_options)
+        run = Run(dryrun, write_options=write_options)
         jobs = await plan_copy(
             self._engine, run, src, _as_prefix(s.key), dst, _as_prefix(d.key), args
         )
@@ -529,8 +593,68 @@ class Client:
         keys = [info.key for rel, info in listed.items() if flt.included(rel)]
         return await self._execute(delete_jobs(backend, keys), dryrun)
 
-    async def _execute(self, jobs: Sequence[Job], dryrun: bool) -> TransferResult:
-        run = Run(dryrun)
+    # -- buckets -------------------------------------------------------------
+
+    async def make_bucket(self, url: str, *, region: str | None = None) -> None:
+        """Create the bucket ``url`` names (``s3://bucket``): ``aws s3 mb``.
+
+        ``region``: where (S3: a LocationConstraint unless ``us-east-1``; GCS:
+        a location); default the client's ``region``, else the backend's
+        (S3: its signing region). A bucket that exists already raises
+        BackendError; a scheme without buckets to make, ConfigError.
+        """
+        backend = await self._bucket_backend(url, "make")
+        try:
+            await backend.create_bucket(region=region)
+        except NotImplementedError:
+            raise ConfigError(
+                f"{backend.url('')} cannot be created: {url.split(':', 1)[0]}:// "
+                "has no buckets to make"
+            ) from None
+
+    async def remove_bucket(
+        self, url: str, *, force: bool = False, dryrun: bool = False
+    ) -> TransferResult:
+        """Delete the bucket ``url`` names: ``aws s3 rb``.
+
+        The bucket must be empty, unless ``force``: then every object in it
+        is deleted first (as ``rm(url, recursive=True)`` would, with the
+        same events and result), and the bucket only if all of them were.
+        Returns the deletions' result (empty without ``force``); a dry run
+        deletes nothing.
+        """
+        backend = await self._bucket_backend(url, "remove")
+        result = TransferResult(dryrun=dryrun)
+        if force:
+            listed = await list_remote(backend, "")
+            result = await self._execute(
+                delete_jobs(backend, [i.key for i in listed.values()]), dryrun
+            )
+            if not result.ok or dryrun:
+                return result
+        if not dryrun:
+            try:
+                await backend.delete_bucket()
+            except NotImplementedError:
+                raise ConfigError(
+                    f"{backend.url('')} cannot be removed: {url.split(':', 1)[0]}:// has no "
+                    "buckets to remove"
+                ) from None
+        return result
+
+    async def _bucket_backend(self, url: str, verb: str) -> Backend:
+        loc = self._remote(url)
+        if loc.key.strip("/"):
+            raise ConfigError(
+                f"{url} names an object, not a bucket: {verb} a bucket with a URL like "
+                f"{loc.scheme}://{loc.bucket}"
+            )
+        return await self._backend(loc)
+
+    async def _execute(
+        self, jobs: Sequence[Job], dryrun: bool, write_options: WriteOptions | None = None
+    ) -> TransferResult:
+        run = Run(dryrun, write_options=write_options)
         await self._engine.execute(jobs, run)
         return run.finish()
 

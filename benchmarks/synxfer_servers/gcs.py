@@ -33,8 +33,9 @@ What it does not do, and what :class:`GcsFront` adds:
   like GCS, reports no ``md5Hash`` and a ``componentCount`` for composite
   objects.
 * Rewrite ignores the request body (the destination's metadata) and always
-  finishes in one call. The front applies the body's ``metadata`` and
-  ``contentType`` and can make a rewrite take several calls
+  finishes in one call. The front applies the body's ``metadata``,
+  ``contentType``, ``storageClass``, ``cacheControl`` and
+  ``contentDisposition`` and can make a rewrite take several calls
   (``rewrite_steps``), returning ``rewriteToken``\\ s as GCS does for large
   objects.
 * Listing ignores ``maxResults`` and ``pageToken`` (one page). The front
@@ -466,6 +467,10 @@ def _error(status: int, message: str, reason: str | None = "invalid") -> Reply:
     return _json_reply(status, doc)
 
 
+#: Fields of a rewrite's body the front applies to the destination (the emulator ignores them).
+_REWRITE_FIELDS = ("metadata", "contentType", "storageClass", "cacheControl", "contentDisposition")
+
+
 class GcsFront:
     """A GCS-faithful front for a :class:`GcsEmulator` (see the module docstring)::
 
@@ -788,7 +793,7 @@ class GcsFront:
             return status, out, data
         doc = json.loads(data)
         wanted = json.loads(body) if body else {}
-        patch = {k: wanted[k] for k in ("metadata", "contentType") if k in wanted}
+        patch = {k: wanted[k] for k in _REWRITE_FIELDS if k in wanted}
         if patch:
             dest = f"/storage/v1/b/{m.group('db')}/o/{m.group('do')}"
             status, out, data = self._forward(

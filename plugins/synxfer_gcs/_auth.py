@@ -119,9 +119,15 @@ class GoogleAuth:
     """Bearer-token headers from google-auth credentials, refreshed off the loop."""
 
     def __init__(
-        self, credentials: google.auth.credentials.Credentials, request_timeout: float
+        self,
+        credentials: google.auth.credentials.Credentials,
+        request_timeout: float,
+        project: str | None = None,
     ) -> None:
         self._credentials = credentials
+        #: The project the credentials name, if any (ADC's, a key file's
+        #: ``project_id``): where ``create_bucket`` makes buckets by default.
+        self.project = project
         self._transport = _HttpxTransport(request_timeout)
         self._lock = asyncio.Lock()
         #: Incremented by every refresh; identifies the token a request used.
@@ -141,13 +147,18 @@ class GoogleAuth:
         google-auth's exceptions (the backend maps them).
         """
 
-        def load() -> google.auth.credentials.Credentials:
+        def load() -> tuple[google.auth.credentials.Credentials, str | None]:
             if credentials_file:
-                return _from_file(credentials_file)
-            creds, _ = google.auth.default(scopes=[SCOPE])
-            return creds
+                creds = _from_file(credentials_file)
+                project = getattr(creds, "project_id", None) or getattr(
+                    creds, "quota_project_id", None
+                )
+                return creds, project if isinstance(project, str) else None
+            creds, project = google.auth.default(scopes=[SCOPE])
+            return creds, project
 
-        return cls(await asyncio.to_thread(load), request_timeout)
+        creds, project = await asyncio.to_thread(load)
+        return cls(creds, request_timeout, project)
 
     def __repr__(self) -> str:
         return f"<GoogleAuth {type(self._credentials).__name__}>"

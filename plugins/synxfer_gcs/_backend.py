@@ -16,7 +16,15 @@ uploads as parallel composite uploads), :mod:`synxfer_gcs._errors` and
   overrides the guess that a loopback endpoint is an emulator;
   ``credentials_file`` names a service-account key or authorized-user JSON
   file to use instead of Application Default Credentials;
-  ``composite_prefix`` and ``list_page_size`` (1..1000).
+  ``composite_prefix`` and ``list_page_size`` (1..1000); ``project``, the
+  Google Cloud project :meth:`GcsBackend.create_bucket` makes buckets in
+  (else ``GOOGLE_CLOUD_PROJECT`` or the credentials').
+* **Object options.** Metadata, content type, storage class (``STANDARD``,
+  ``NEARLINE``, ``COLDLINE``, ``ARCHIVE``), ``Cache-Control`` and
+  ``Content-Disposition`` (``capabilities.write_options``); S3's encryption
+  and canned ACLs have no GCS equivalent here, and ``Content-Encoding`` is
+  left out because GCS transcodes gzip-encoded objects on download: they
+  are refused before a transfer starts.
 * **ETags are generations.** :attr:`ObjectInfo.etag` is the object's
   generation (a decimal string), so ``read(if_match=...)`` maps onto
   ``ifGenerationMatch``: exact, cheap, and what GCS pins versions by.
@@ -99,10 +107,12 @@ from ._compose import MAX_COMPONENTS, Composer
 from ._errors import FOREIGN_ERRORS, error_details, error_for_status, map_error
 from ._http import GcsHttp
 from ._wire import (
+    OPTION_FIELDS,
     content_type,
     info_from_headers,
     multipart_related,
     object_info,
+    option_fields,
     resource,
     stored_metadata,
     stream_body,
@@ -112,6 +122,18 @@ __all__ = ["COMPOSITE_PREFIX", "GcsBackend"]
 
 #: Where composite-upload components live; hidden from listings.
 COMPOSITE_PREFIX = ".synxfer-composite/"
+#: GCS's storage classes (``WriteOptions.storage_class``), current and legacy.
+GCS_STORAGE_CLASSES = frozenset(
+    {
+        "STANDARD",
+        "NEARLINE",
+        "COLDLINE",
+        "ARCHIVE",
+        "MULTI_REGIONAL",
+        "REGIONAL",
+        "DURABLE_REDUCED_AVAILABILITY",
+    }
+)
 #: Longest object name GCS accepts, in UTF-8 bytes.
 MAX_NAME_BYTES = 1024
 
@@ -145,6 +167,8 @@ class GcsBackend(Backend):
         list_parts=True,
         # These send several requests at once; each takes a slot of options.requests.
         fan_out=frozenset({"complete_multipart", "abort_multipart", "delete_many"}),
+        write_options=frozenset({"metadata", "content_type", *OPTION_FIELDS}),
+        storage_classes=GCS_STORAGE_CLASSES,
     )
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:
@@ -456,7 +480,8 @@ class GcsBackend(Backend):
 
         With empty ``options`` the copy keeps the source's metadata and
         content type; otherwise both are replaced by ``options`` (S3's
-        ``MetadataDirective=REPLACE``).
+        ``MetadataDirective=REPLACE``). A storage class, Cache-Control or
+        Content-Disposition in ``options`` applies either way.
         """
         self._check_writable(dst_key)
         replace = bool(options.metadata or options.content_type)
@@ -466,6 +491,7 @@ class GcsBackend(Backend):
                 "metadata": stored_metadata(options.metadata),
                 "contentType": content_type(options.content_type),
             }
+        body.update(option_fields(options))
         path = f"{self.http.object_path(src_key)}/rewriteTo/b/{self._b}/o/{quote(dst_key, safe='')}"
         token: str | None = None
         for _ in range(100_000):
@@ -519,6 +545,40 @@ class GcsBackend(Backend):
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         """Forget the upload and delete its components (listing them, so strays go too)."""
         await self._composer.abort(upload)
+
+    # -- buckets ---------------------------------------------------------------------
+
+    async def create_bucket(self, *, region: str | None = None) -> None:
+        """buckets.insert, in location ``region`` (``US``, ``EU``, ``us-central1``...;
+        default ``options.region``, else GCS's default) and the project
+        :meth:`GcsHttp.project` names."""
+        body: dict[str, Any] = {"name": self.bucket}
+        location = region or self.options.region
+        if location:
+            body["location"] = location
+        await self.http.call(
+            "POST",
+            "/storage/v1/b",
+            what="create bucket",
+            params={"project": self.http.project()},
+            json_body=body,
+        )
+        self.http.bucket_known(True)
+
+    async def delete_bucket(self) -> None:
+        """buckets.delete, after deleting what this backend keeps under its
+        hidden prefix (components of unfinished composite uploads): the bucket
+        must hold no other object."""
+        token: str | None = None
+        while True:
+            names = "nextPageToken,items(name)"
+            items, token = await self._list_raw(self.composite_prefix, token, names)
+            for item in items:
+                await self.delete(str(item.get("name", "")))
+            if token is None:
+                break
+        await self.http.call("DELETE", self.http.bucket_path, what="delete bucket", ok=(200, 204))
+        self.http.bucket_known(False)
 
     # -- conveniences --------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from synxfer.backend import (
     BucketNotFound,
     Checksum,
     CompletedPart,
+    ConfigError,
     IntegrityError,
     MultipartUpload,
     NotFound,
@@ -57,7 +58,7 @@ from synxfer.backend import (
 )
 
 from . import _crc32c as crc32c
-from ._wire import OCTET, content_type, resource
+from ._wire import OCTET, OPTION_FIELDS, content_type, option_fields, resource
 
 if TYPE_CHECKING:
     from ._backend import GcsBackend
@@ -125,6 +126,7 @@ class Composer:
             "key": key,
             "metadata": dict(options.metadata),
             "contentType": content_type(options.content_type),
+            **option_fields(options),
         }
         name = self._manifest(upload_id)
         body = json.dumps(manifest, separators=(",", ":")).encode()
@@ -163,8 +165,13 @@ class Composer:
             options = WriteOptions(
                 metadata={str(k): str(v) for k, v in manifest["metadata"].items()},
                 content_type=str(manifest["contentType"]),
+                **{
+                    field: str(manifest[name])
+                    for field, name in OPTION_FIELDS.items()
+                    if manifest.get(name) is not None
+                },
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, ConfigError) as exc:
             raise BackendError(
                 f"the manifest of composite upload {upload.upload_id} is damaged",
                 url=self.b.url(upload.key),

@@ -263,6 +263,34 @@ class GcsHttp:
         if response.status_code == 200:
             self._bucket_exists = True
 
+    def project(self) -> str:
+        """The project new buckets go in: ``options.extra["project"]``, else
+        ``GOOGLE_CLOUD_PROJECT`` (or ``CLOUDSDK_CORE_PROJECT``,
+        ``GCLOUD_PROJECT``), else the credentials' project; anonymous (an
+        emulator), ``_``. ConfigError when none is known."""
+        given = self.options.extra.get("project") or next(
+            (
+                os.environ[name]
+                for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT")
+                if os.environ.get(name)
+            ),
+            None,
+        )
+        if given:
+            return given
+        if self._auth is not None and self._auth.project:
+            return self._auth.project
+        if self.anonymous:
+            return "_"  # emulators take any project
+        raise ConfigError(
+            "creating a gs:// bucket needs a Google Cloud project: set GOOGLE_CLOUD_PROJECT "
+            "or the gs backend option project (backend_options={'gs': {'project': ...}})"
+        )
+
+    def bucket_known(self, exists: bool) -> None:
+        """The bucket was just created (True) or deleted (False)."""
+        self._bucket_exists = exists
+
     async def bucket_exists(self) -> bool:
         """Whether the bucket exists (a 403 raises PermissionDenied)."""
         response = await self.request("GET", self.bucket_path, params={"fields": "name"})

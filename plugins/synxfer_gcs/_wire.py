@@ -34,6 +34,7 @@ from synxfer.backend import BackendError, ConfigError, ObjectInfo, Payload, Writ
 
 __all__ = [
     "OCTET",
+    "OPTION_FIELDS",
     "content_type",
     "info_from_headers",
     "multipart_related",
@@ -46,6 +47,15 @@ __all__ = [
 ]
 
 OCTET = "application/octet-stream"
+#: WriteOptions fields this backend honours beside metadata and the content
+#: type, and their names in an object resource. (``content_encoding`` is not
+#: among them: GCS would transcode gzip-encoded objects on download, so their
+#: bytes would no longer match their size and checksums.)
+OPTION_FIELDS = {
+    "storage_class": "storageClass",
+    "cache_control": "cacheControl",
+    "content_disposition": "contentDisposition",
+}
 _GOOG_HASH = re.compile(r"^\s*(crc32c|md5)=([A-Za-z0-9+/=]+)\s*$")
 #: Slice of the payload handed to the connection at a time.
 _SEND_SLICE = 1 << 20
@@ -145,7 +155,18 @@ def resource(key: str, options: WriteOptions) -> dict[str, Any]:
     doc: dict[str, Any] = {"name": key, "contentType": content_type(options.content_type)}
     if options.metadata:
         doc["metadata"] = stored_metadata(options.metadata)
+    doc.update(option_fields(options))
     return doc
+
+
+def option_fields(options: WriteOptions) -> dict[str, str]:
+    """The resource fields of ``options``' storage class, Cache-Control and
+    Content-Disposition (those set)."""
+    return {
+        name: value
+        for field, name in OPTION_FIELDS.items()
+        if (value := getattr(options, field)) is not None
+    }
 
 
 def stored_metadata(metadata: Mapping[str, str]) -> dict[str, str]:

@@ -30,6 +30,14 @@ Design choices, briefly:
   :meth:`~S3Backend._resolve_region` and the class attributes
   ``default_region``, ``addressing_style`` and ``md5_only`` (see
   :mod:`synxfer_scp`).
+* **Object options.** Every :class:`~synxfer.WriteOptions` field is sent as
+  S3 takes it (``x-amz-storage-class``, ``x-amz-server-side-encryption``
+  [``-aws-kms-key-id``], ``x-amz-acl``, ``Cache-Control``,
+  ``Content-Encoding``, ``Content-Disposition``, ``x-amz-meta-*``,
+  ``Content-Type``) on PutObject, CreateMultipartUpload and CopyObject.
+* **Buckets.** :meth:`S3Backend.create_bucket` (CreateBucket, with a
+  LocationConstraint unless the region is ``us-east-1``) and
+  :meth:`S3Backend.delete_bucket`.
 
 Credentials come from the environment or botocore's standard chain
 (profile, container/instance metadata...) and are never held by this
@@ -74,7 +82,7 @@ from synxfer.backend import (
 
 from ._classify import bucket_not_found, classify
 from ._copy import copy_object
-from ._credentials import LazyCredentials, profile_region, resolve_region
+from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
 from ._headers import result_checksums
 from ._http import BodyTooLarge
 from ._parts import PartSums, crc32c_b64, multipart_etag
@@ -85,6 +93,23 @@ __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
 AddressingStyle = Literal["auto", "virtual", "path"]
 _ADDRESSING_STYLES: tuple[AddressingStyle, ...] = ("auto", "virtual", "path")
 
+#: S3's storage classes (``WriteOptions.storage_class``; aws-cli's ``--storage-class``).
+S3_STORAGE_CLASSES = frozenset(
+    {
+        "STANDARD",
+        "REDUCED_REDUNDANCY",
+        "STANDARD_IA",
+        "ONEZONE_IA",
+        "INTELLIGENT_TIERING",
+        "GLACIER",
+        "DEEP_ARCHIVE",
+        "OUTPOSTS",
+        "GLACIER_IR",
+        "SNOW",
+        "EXPRESS_ONEZONE",
+    }
+)
+
 #: CRC32C needs google-crc32c (the ``s3`` extra); without it parts carry MD5.
 _HAVE_CRC32C = importlib.util.find_spec("google_crc32c") is not None
 
@@ -93,10 +118,15 @@ class S3Backend(Backend):
     """Amazon S3 (and S3-compatible stores via ``endpoint_url``): ``s3://bucket/key``.
 
     Backend options (``options.extra``): ``addressing_style`` (``auto``,
-    ``virtual`` or ``path``) overrides the class default, for S3-compatible
-    servers that need path-style URLs; ``md5_only`` (true/false) makes
-    every body carry ``Content-MD5`` and no ``x-amz-checksum-*`` header,
-    for servers that predate S3's flexible checksums.
+    ``virtual`` or ``path``) overrides the class default and the AWS
+    profile's ``s3.addressing_style``, for S3-compatible servers that need
+    path-style URLs; ``md5_only`` (true/false) makes every body carry
+    ``Content-MD5`` and no ``x-amz-checksum-*`` header, for servers that
+    predate S3's flexible checksums; ``anonymous`` (true/false) sends
+    requests unsigned, asking for no credentials, to read public buckets
+    (aws-cli's ``--no-sign-request``); ``request_payer`` (``requester``)
+    sends ``x-amz-request-payer`` with every request, to use requester-pays
+    buckets (aws-cli's ``--request-payer``).
     """
 
     scheme: ClassVar[str] = "s3"
@@ -115,12 +145,29 @@ class S3Backend(Backend):
         # A copy of an object over max_copy_size sends one UploadPartCopy per
         # part, several at once: each request takes a slot of options.requests.
         fan_out=frozenset({"copy"}),
+        write_options=frozenset(
+            {
+                "metadata",
+                "content_type",
+                "storage_class",
+                "sse",
+                "sse_kms_key_id",
+                "acl",
+                "cache_control",
+                "content_encoding",
+                "content_disposition",
+            }
+        ),
+        storage_classes=S3_STORAGE_CLASSES,
     )
 
     #: Signing region when neither ``options.region`` nor the AWS chain names one.
     default_region: ClassVar[str] = "us-east-1"
     #: Addressing style; ``auto`` picks virtual-host style for DNS-safe buckets on
-    #: DNS names, path style on IP addresses and ``localhost``.
+    #: DNS names, path style on IP addresses and ``localhost``. With ``auto``
+    #: (and no ``addressing_style`` backend option), the AWS profile's
+    #: ``s3.addressing_style`` applies when it names one, as in aws-cli; a
+    #: subclass that forces a style (SCP: ``path``) keeps it.
     addressing_style: ClassVar[AddressingStyle] = "auto"
     #: Bodies carry ``Content-MD5`` and never an ``x-amz-checksum-*`` header:
     #: for servers that predate S3's flexible checksums (SCP). DeleteObjects
@@ -135,6 +182,15 @@ class S3Backend(Backend):
         self.endpoint_url = self._resolve_endpoint()
         self._addressing = self._resolve_addressing_style()
         md5 = option_bool(options.extra, "md5_only", self.md5_only, scheme=self.scheme)
+        #: Unsigned requests, no credentials (``--no-sign-request``).
+        self.anonymous = option_bool(options.extra, "anonymous", False, scheme=self.scheme)
+        payer = options.extra.get("request_payer") or None
+        if payer is not None and payer != "requester":
+            raise ConfigError(
+                f"{self.scheme}:// option request_payer={payer!r}: expected requester"
+            )
+        #: ``x-amz-request-payer`` of every request (requester-pays buckets).
+        self.request_payer = payer
         if md5 or not _HAVE_CRC32C:
             self.capabilities = dataclasses.replace(type(self).capabilities, part_checksum="md5")
         #: Keys per ListObjectsV2 page (S3's maximum).
@@ -160,7 +216,8 @@ class S3Backend(Backend):
             or os.environ.get("AWS_ENDPOINT_URL_S3")
             or os.environ.get("AWS_ENDPOINT_URL")
         )
-        return check_endpoint_url(url, "--endpoint-url / AWS_ENDPOINT_URL") if url else None
+        source = "Client(endpoint_url=...) / AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL"
+        return check_endpoint_url(url, source) if url else None
 
     async def _resolve_region(self) -> str:
         """``options.region``, else the AWS chain's, else :attr:`default_region`.
@@ -176,12 +233,12 @@ class S3Backend(Backend):
 
     def _resolve_addressing_style(self) -> AddressingStyle:
         value = self.options.extra.get("addressing_style", self.addressing_style)
-        for style in _ADDRESSING_STYLES:
-            if value == style:
-                return style
-        raise ConfigError(
-            f"addressing_style must be one of {', '.join(_ADDRESSING_STYLES)} (got {value!r})"
-        )
+        return _addressing_style(value, "addressing_style")
+
+    def _profile_addressing(self) -> bool:
+        """Whether the AWS profile's ``s3.addressing_style`` may apply: neither
+        a backend option nor the class (a subclass forcing one) chose a style."""
+        return "addressing_style" not in self.options.extra and self.addressing_style == "auto"
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -189,6 +246,12 @@ class S3Backend(Backend):
         if self._wire is not None:
             return
         region = await self._resolve_region()
+        if self._profile_addressing():
+            value, where = await asyncio.to_thread(
+                profile_s3_setting, self.options.profile, "addressing_style"
+            )
+            if value is not None:
+                self._addressing = _addressing_style(value, where)
         self._wire = S3Wire(
             region=region,
             credentials=LazyCredentials(self.options.profile),
@@ -198,6 +261,8 @@ class S3Backend(Backend):
             connect_timeout=self.options.connect_timeout,
             read_timeout=self.options.read_timeout,
             label=self.scheme,
+            anonymous=self.anonymous,
+            request_payer=self.request_payer,
         )
         self.region = region
 
@@ -392,6 +457,7 @@ class S3Backend(Backend):
             checksums=sums,
             metadata=options.metadata,
             content_type=options.content_type,
+            options=options,
         )
 
     async def delete(self, key: str) -> None:
@@ -446,6 +512,7 @@ class S3Backend(Backend):
             metadata=options.metadata,
             content_type=options.content_type,
             checksum_algorithm="crc32c" if checksums else None,
+            options=options,
         )
         return MultipartUpload(key=key, upload_id=upload_id)
 
@@ -575,6 +642,19 @@ class S3Backend(Backend):
             if isinstance(exc, BucketNotFound):
                 raise
 
+    # -- buckets -------------------------------------------------------------------
+
+    async def create_bucket(self, *, region: str | None = None) -> None:
+        """CreateBucket in ``region`` (default: the signing region), with a
+        LocationConstraint unless that is ``us-east-1``."""
+        await self.wire.create_bucket(self.bucket, region=region or self.region)
+        self._bucket_exists = True
+
+    async def delete_bucket(self) -> None:
+        """DeleteBucket: the bucket must hold no object (``BucketNotEmpty``)."""
+        await self.wire.delete_bucket(self.bucket)
+        self._bucket_exists = False
+
     # -- for _copy -------------------------------------------------------------------
 
     def copy_part_size_for(self, size: int) -> int:
@@ -582,6 +662,13 @@ class S3Backend(Backend):
         caps = self.capabilities
         part_size = max(self.copy_part_size, math.ceil(size / caps.max_parts))
         return min(part_size, caps.max_part_size)
+
+
+def _addressing_style(value: str, where: str) -> AddressingStyle:
+    for style in _ADDRESSING_STYLES:
+        if value == style:
+            return style
+    raise ConfigError(f"{where} must be one of {', '.join(_ADDRESSING_STYLES)} (got {value!r})")
 
 
 def check_endpoint_url(url: str, source: str) -> str:

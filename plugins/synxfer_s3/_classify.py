@@ -26,7 +26,7 @@ __all__ = ["CREDENTIALS_HINT", "bucket_not_found", "classify", "error_text"]
 
 CREDENTIALS_HINT = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or choose a configured profile "
-    "with --profile (or AWS_PROFILE)"
+    "with Client(profile=...) (or AWS_PROFILE)"
 )
 
 _NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "NoSuchUpload", "NoSuchVersion", "404"})

@@ -9,6 +9,7 @@ takes one slot of ``options.requests``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import TYPE_CHECKING
 
 from synxfer.backend import CompletedPart, ObjectInfo, WriteOptions, bounded_map
@@ -26,11 +27,20 @@ async def copy_object(
     requests = backend.options.requests
     async with requests.slot():
         src = await backend.stat(src_key)
-    replace = bool(options.metadata or options.content_type)
+    # Stored headers (metadata, content type, Cache-Control...) are replaced
+    # when any is given; storage class, encryption and ACL apply either way.
+    replace = bool(
+        options.metadata
+        or options.content_type
+        or options.cache_control
+        or options.content_encoding
+        or options.content_disposition
+    )
     metadata = dict(options.metadata) if replace else dict(src.metadata)
     content_type = options.content_type if replace else src.content_type
     if src.size > backend.max_copy_size:
-        return await _copy_in_parts(backend, src, dst_key, WriteOptions(metadata, content_type))
+        given = dataclasses.replace(options, metadata=metadata, content_type=content_type)
+        return await _copy_in_parts(backend, src, dst_key, given)
     async with requests.slot():
         result = await backend.wire.copy_object(
             backend.bucket,
@@ -41,6 +51,7 @@ async def copy_object(
             metadata=metadata,
             content_type=content_type,
             replace_metadata=replace,
+            options=options,
         )
     return ObjectInfo(
         key=dst_key,

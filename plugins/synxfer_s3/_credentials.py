@@ -13,17 +13,25 @@ The region follows the same rule: ``AWS_REGION`` / ``AWS_DEFAULT_REGION``
 when no profile was asked for, else botocore's configuration chain (the
 config file; without one, and without a profile, botocore is not needed).
 
+A chain that finds no credentials raises :class:`~synxfer.NoCredentials`
+(a set-up error: the CLI exits 2), not a plain PermissionDenied.
+
+:func:`profile_s3_setting` reads one key of the active profile's ``s3``
+section of the AWS config file (``addressing_style``), as aws-cli does.
+
 Secrets never appear in a repr, a log line or an error message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import configparser
 import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from synxfer import NoCredentials
 from synxfer.backend import ConfigError, PermissionDenied
 
 from ._classify import CREDENTIALS_HINT
@@ -41,6 +49,7 @@ __all__ = [
     "StaticCredentials",
     "credentials_from_env",
     "profile_region",
+    "profile_s3_setting",
     "resolve_credentials",
     "resolve_region",
 ]
@@ -146,8 +155,8 @@ class LazyCredentials:
 
     Nothing is resolved until the first request asks, as botocore does: a
     backend opens without touching the environment or botocore's chain,
-    and missing credentials surface as :class:`~synxfer.PermissionDenied`
-    on the first request. The resolved source is kept (and refreshes
+    and missing credentials surface as :class:`~synxfer.NoCredentials` (a
+    PermissionDenied) on the first request. The resolved source is kept (and refreshes
     itself if it is botocore's).
     """
 
@@ -178,7 +187,7 @@ def _freeze(source: BotoCredentials) -> Credentials:
     except BotoCoreError as exc:
         raise PermissionDenied(f"could not obtain credentials: {exc}") from exc
     if not frozen.access_key or not frozen.secret_key:
-        raise PermissionDenied(f"no usable credentials: {CREDENTIALS_HINT}")
+        raise NoCredentials(f"no usable credentials: {CREDENTIALS_HINT}")
     return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
 
 
@@ -213,8 +222,8 @@ def _session(profile: str | None) -> BotoSession:
             session.get_scoped_config()
         except ProfileNotFound as exc:
             raise ConfigError(
-                f"AWS profile {profile!r} not found; check --profile / AWS_PROFILE "
-                "and ~/.aws/config"
+                f"AWS profile {profile!r} not found; check Client(profile=...) / "
+                "AWS_PROFILE and ~/.aws/config"
             ) from exc
     return session
 
@@ -228,7 +237,7 @@ def _chain_credentials(profile: str | None) -> BotoCredentials:
     except BotoCoreError as exc:
         raise PermissionDenied(f"could not obtain credentials: {exc}") from exc
     if credentials is None:
-        raise PermissionDenied(f"no credentials found: {CREDENTIALS_HINT}")
+        raise NoCredentials(f"no credentials found: {CREDENTIALS_HINT}")
     return credentials
 
 
@@ -239,7 +248,7 @@ async def resolve_credentials(
 
     Environment credentials without a profile need no botocore; anything
     else goes through botocore's chain, resolved in a worker thread.
-    Raises ConfigError for an unknown profile and PermissionDenied when no
+    Raises ConfigError for an unknown profile and NoCredentials when no
     credentials can be found.
     """
     if not profile:
@@ -284,3 +293,35 @@ def _chain_region(profile: str | None) -> str | None:
 async def profile_region(profile: str) -> str | None:
     """The region configured for ``profile`` (ConfigError if there is no such profile)."""
     return await asyncio.to_thread(_chain_region, profile)
+
+
+def profile_s3_setting(
+    profile: str | None, name: str, env: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """``(value, where)``: setting ``name`` of the active profile's ``s3`` section
+    of the AWS config file, as aws-cli reads it (blocking: a file read).
+
+    The file is ``AWS_CONFIG_FILE``, else ``~/.aws/config``; the profile is
+    ``profile``, else ``AWS_PROFILE``, else ``default``. ``value`` is None
+    when the file, the profile, its ``s3`` section or the setting is missing;
+    ``where`` names the file, profile and setting for messages.
+    """
+    env = os.environ if env is None else env
+    path = os.path.expanduser(env.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    active = profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
+    parser = configparser.RawConfigParser(default_section="synxfer-no-default-section")
+    where = f"{path}: [profile {active}] s3.{name}"
+    try:
+        if not parser.read(path, encoding="utf-8"):
+            return None, where
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the AWS config file {path}: {exc}") from None
+    sections = [f"profile {active}", active] if active == "default" else [f"profile {active}"]
+    section = next((s for s in sections if parser.has_section(s)), None)
+    if section is None:
+        return None, where
+    for line in (parser.get(section, "s3", fallback=None) or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == name:
+            return value.strip() or None, f"{path}: [{section}] s3.{name}"
+    return None, where

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from synxfer import NoCredentials
 from synxfer.backend import (
     BackendError,
     BucketNotFound,
@@ -71,11 +72,11 @@ def map_error(exc: BaseException, *, url: str, bucket: str) -> SynxferError:
         op = str(getattr(exc, "operation_name", "") or "request")
         return cls(error_text(op, code, status, message), url=url, status=status)
     if isinstance(exc, _loaded(bx, "NoCredentialsError", "PartialCredentialsError")):
-        return PermissionDenied(f"no usable credentials ({exc}): {CREDENTIALS_HINT}", url=url)
+        return NoCredentials(f"no usable credentials ({exc}): {CREDENTIALS_HINT}", url=url)
     if isinstance(exc, _loaded(bx, "CredentialRetrievalError")):
         return PermissionDenied(f"could not obtain credentials: {exc}", url=url)
     if isinstance(exc, _loaded(bx, "ProfileNotFound")):
-        return ConfigError(f"{exc}; check --profile / AWS_PROFILE and ~/.aws/config")
+        return ConfigError(f"{exc}; check Client(profile=...) / AWS_PROFILE and ~/.aws/config")
     transient: tuple[type[BaseException], ...] = (
         OSError,  # TimeoutError and ConnectionError included
         *_loaded(

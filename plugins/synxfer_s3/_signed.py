@@ -16,6 +16,11 @@ Addressing: ``path`` (``host/bucket/key``), ``virtual``
 (``bucket.host/key``) or ``auto`` (virtual on DNS names for DNS-safe
 buckets, path for IP addresses, ``localhost`` and other buckets).
 
+Anonymous requests (``anonymous``: aws-cli's ``--no-sign-request``, for
+public buckets) carry no signature and ask for no credentials.
+``request_payer`` (``requester``) is sent as ``x-amz-request-payer`` on
+every request, for requester-pays buckets.
+
 Logging: with the ``synxfer.s3`` logger at DEBUG, one line per request --
 operation, method, ``s3://bucket/key``, status, body bytes, milliseconds.
 Never a header, a query string, a signature or a credential.
@@ -83,6 +88,8 @@ class SignedClient:
     ``time.time``-like function) is for tests of clock skew. Over ``https``
     the server must be trusted by ``ssl_context``, else by the system's
     store or ``ca_bundle`` (default: ``AWS_CA_BUNDLE``, as botocore does).
+    ``anonymous``: send requests unsigned (``credentials`` is never asked);
+    ``request_payer``: the ``x-amz-request-payer`` of every request.
     """
 
     def __init__(
@@ -100,10 +107,14 @@ class SignedClient:
         clock: Callable[[], float] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         ca_bundle: str | None = None,
+        anonymous: bool = False,
+        request_payer: str | None = None,
     ) -> None:
         if addressing not in ("auto", "path", "virtual"):
             raise ConfigError(f"addressing must be auto, path or virtual (got {addressing!r})")
         self.region = region
+        self.anonymous = anonymous
+        self.request_payer = request_payer
         self.label = label
         self.addressing = addressing
         self._credentials = credentials
@@ -202,18 +213,25 @@ class SignedClient:
             path = f"{address.prefix}/{quote_path(key)}"
         canonical, url_query = canonical_query(query)
         target = f"{path}?{url_query}" if url_query else path
-        creds = await self._credentials.get()
-        signed = self._signer.sign(
-            method,
-            address.host_header,
-            path,
-            canonical,
-            headers if headers is not None else {},
-            access_key=creds.access_key,
-            secret_key=creds.secret_key,
-            token=creds.token,
-            timestamp=None if self._clock is None else amz_date(self._clock()),
-        )
+        headers = headers if headers is not None else {}
+        if self.request_payer:
+            headers["x-amz-request-payer"] = self.request_payer
+        if self.anonymous:
+            signed = headers
+            signed["host"] = address.host_header
+        else:
+            creds = await self._credentials.get()
+            signed = self._signer.sign(
+                method,
+                address.host_header,
+                path,
+                canonical,
+                headers,
+                access_key=creds.access_key,
+                secret_key=creds.secret_key,
+                token=creds.token,
+                timestamp=None if self._clock is None else amz_date(self._clock()),
+            )
         where = self.url(bucket, key or "")
         debug = _log.isEnabledFor(logging.DEBUG)
         started = time.perf_counter() if debug else 0.0
@@ -266,7 +284,7 @@ class SignedClient:
                 info.region if info is not None else None
             )
             if region and region != self.region:
-                text += f"; the bucket is in region {region!r}: set --region {region}"
+                text += f"; the bucket is in region {region!r}: pass it as Client(region=...)"
         return _coded(cls(text, url=url, status=status), code)
 
     def _ok_body_error(self, op: str, data: bytes | bytearray, bucket: str, key: str) -> None:

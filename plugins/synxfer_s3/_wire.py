@@ -16,7 +16,14 @@ import asyncio
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from synxfer.backend import BackendError, BucketNotFound, ObjectInfo, PartInfo, TransientError
+from synxfer.backend import (
+    BackendError,
+    BucketNotFound,
+    ObjectInfo,
+    PartInfo,
+    TransientError,
+    WriteOptions,
+)
 
 from ._headers import (
     CHECKSUM_ALGORITHMS,
@@ -40,6 +47,7 @@ from ._xml import (
     UploadList,
     XmlError,
     complete_multipart_body,
+    create_bucket_body,
     delete_body,
     parse_complete,
     parse_copy,
@@ -57,6 +65,20 @@ PartSpec = tuple[int, str] | tuple[int, str, dict[str, str]]
 
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 _META = "x-amz-meta-"
+#: WriteOptions fields sent as a header of their own, on every write (CopyObject too).
+_OPTION_HEADERS = (
+    ("storage_class", "x-amz-storage-class"),
+    ("sse", "x-amz-server-side-encryption"),
+    ("sse_kms_key_id", "x-amz-server-side-encryption-aws-kms-key-id"),
+    ("acl", "x-amz-acl"),
+)
+#: WriteOptions fields that are stored HTTP headers: on CopyObject, only with
+#: the REPLACE metadata directive (as metadata and the content type).
+_STORED_HEADERS = (
+    ("cache_control", "cache-control"),
+    ("content_encoding", "content-encoding"),
+    ("content_disposition", "content-disposition"),
+)
 
 
 class S3Wire(SignedClient):
@@ -120,6 +142,24 @@ class S3Wire(SignedClient):
     async def head_bucket(self, bucket: str) -> None:
         """HeadBucket: returns if the bucket exists and is accessible, else raises."""
         await self._request("HeadBucket", "HEAD", bucket, None)
+
+    async def create_bucket(
+        self, bucket: str, *, region: str | None = None, acl: str | None = None
+    ) -> None:
+        """CreateBucket, with a LocationConstraint of ``region`` unless it is
+        ``us-east-1`` (or None); ``acl`` a canned ACL."""
+        headers: dict[str, str] = {}
+        if acl:
+            headers["x-amz-acl"] = acl
+        try:
+            body = create_bucket_body(region)
+        except ValueError as exc:
+            raise BackendError(f"CreateBucket: {exc}", url=self.url(bucket)) from None
+        await self._request("CreateBucket", "PUT", bucket, None, headers=headers, body=body)
+
+    async def delete_bucket(self, bucket: str) -> None:
+        """DeleteBucket (``BucketNotEmpty`` while it holds objects)."""
+        await self._request("DeleteBucket", "DELETE", bucket, None)
 
     def _get_headers(
         self, offset: int, length: int | None, if_match: str | None, checksum_mode: bool
@@ -252,13 +292,17 @@ class S3Wire(SignedClient):
         checksums: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
         content_type: str | None = None,
+        options: WriteOptions | None = None,
     ) -> ObjectInfo:
         """PutObject from ``body`` (sent from the caller's buffer, not copied).
 
         ``content_md5`` (base64) and ``checksums`` (``{"crc32c": base64}``,
         sent as ``x-amz-checksum-*``) are verified by the server.
+        ``options``: the object's other options (storage class, encryption,
+        ACL, stored headers); its metadata and content type are ``metadata``
+        and ``content_type``.
         """
-        headers = self._write_headers(bucket, key, metadata, content_type)
+        headers = self._write_headers(bucket, key, metadata, content_type, options)
         add_checksums(headers, content_md5, checksums)
         response = await self._request("PutObject", "PUT", bucket, key, headers=headers, body=body)
         return ObjectInfo(
@@ -276,7 +320,12 @@ class S3Wire(SignedClient):
         key: str,
         metadata: Mapping[str, str] | None,
         content_type: str | None,
+        options: WriteOptions | None = None,
+        *,
+        stored: bool = True,
     ) -> dict[str, str]:
+        """The headers of a new object: metadata, content type and ``options``'
+        others (the stored headers -- Cache-Control... -- only with ``stored``)."""
         headers: dict[str, str] = {}
         if metadata:
             for name, value in metadata.items():
@@ -285,6 +334,13 @@ class S3Wire(SignedClient):
         if content_type:
             check_header("content type", content_type, self.url(bucket, key))
             headers["content-type"] = content_type
+        if options is not None:
+            pairs = _OPTION_HEADERS + _STORED_HEADERS if stored else _OPTION_HEADERS
+            for field, header in pairs:
+                value = getattr(options, field)
+                if value:
+                    check_header(field.replace("_", " "), value, self.url(bucket, key))
+                    headers[header] = value
         return headers
 
     async def delete_object(self, bucket: str, key: str) -> None:
@@ -335,9 +391,22 @@ class S3Wire(SignedClient):
         metadata: Mapping[str, str] | None = None,
         content_type: str | None = None,
         replace_metadata: bool = False,
+        options: WriteOptions | None = None,
     ) -> CopyResult:
-        """CopyObject (up to 5 GiB). Metadata is copied unless ``replace_metadata``."""
-        headers = self._write_headers(bucket, key, metadata if replace_metadata else None, None)
+        """CopyObject (up to 5 GiB). Metadata is copied unless ``replace_metadata``.
+
+        ``options``' storage class, encryption and ACL apply either way; its
+        stored headers (Cache-Control...) only with ``replace_metadata`` (S3
+        keeps the source's otherwise).
+        """
+        headers = self._write_headers(
+            bucket,
+            key,
+            metadata if replace_metadata else None,
+            None,
+            options,
+            stored=replace_metadata,
+        )
         if replace_metadata and content_type:
             headers["content-type"] = content_type
         headers["x-amz-copy-source"] = copy_source(src_bucket, src_key)
@@ -362,13 +431,15 @@ class S3Wire(SignedClient):
         content_type: str | None = None,
         checksum_algorithm: str | None = None,
         checksum_type: str | None = None,
+        options: WriteOptions | None = None,
     ) -> str:
         """CreateMultipartUpload: the new upload's id.
 
         ``checksum_algorithm`` (``crc32c``...) announces per-part checksums;
-        ``checksum_type`` is ``COMPOSITE`` or ``FULL_OBJECT``.
+        ``checksum_type`` is ``COMPOSITE`` or ``FULL_OBJECT``. ``options`` as
+        for :meth:`put_object`.
         """
-        headers = self._write_headers(bucket, key, metadata, content_type)
+        headers = self._write_headers(bucket, key, metadata, content_type, options)
         if checksum_algorithm:
             headers["x-amz-checksum-algorithm"] = checksum_algorithm.upper()
         if checksum_type:

@@ -35,6 +35,7 @@ __all__ = [
     "UploadList",
     "XmlError",
     "complete_multipart_body",
+    "create_bucket_body",
     "delete_body",
     "error_in_ok_body",
     "parse_complete",
@@ -539,3 +540,15 @@ def delete_body(keys: Iterable[str], *, quiet: bool = True) -> bytes:
     out.extend(f"<Object><Key>{_escape(k, 'key')}</Key></Object>" for k in keys)
     out.append("</Delete>")
     return "".join(out).encode()
+
+
+def create_bucket_body(region: str | None) -> bytes | None:
+    """The CreateBucket body: a LocationConstraint naming ``region``, or none
+    for ``us-east-1`` (S3 refuses that one as a constraint) and no region."""
+    if not region or region == "us-east-1":
+        return None
+    return (
+        f'<CreateBucketConfiguration xmlns="{S3_NS}">'
+        f"<LocationConstraint>{_escape(region, 'region')}</LocationConstraint>"
+        "</CreateBucketConfiguration>"
+    ).encode()

@@ -16,6 +16,11 @@ with a different profile, expressed only through S3Backend's hooks:
   parts carry the engine's Content-MD5 (``md5_only``: the part checksum is
   MD5, not S3's default CRC32C), multipart uploads declare no checksum
   algorithm, and DeleteObjects carries Content-MD5 (as on S3).
+* **Object options**: metadata, content type and the stored headers
+  (``Cache-Control``, ``Content-Encoding``, ``Content-Disposition``). S3's
+  storage classes, server-side encryption and canned ACLs are not among
+  the features SCP documents, so they are refused (ConfigError) rather
+  than sent and perhaps ignored.
 * **Region**: ``options.region``, else ``SCP_REGION``, else -- only when a
   profile is named -- that profile's region, else :data:`DEFAULT_REGION`.
   The ambient AWS region (``AWS_DEFAULT_REGION``) is ignored: it names an
@@ -48,7 +53,14 @@ class ScpBackend(S3Backend):
     """Samsung Cloud Platform Object Storage (S3-compatible); see the module docstring."""
 
     scheme: ClassVar[str] = "scp"
-    capabilities = dataclasses.replace(S3Backend.capabilities, part_checksum="md5")
+    capabilities = dataclasses.replace(
+        S3Backend.capabilities,
+        part_checksum="md5",
+        write_options=frozenset(
+            {"metadata", "content_type", "cache_control", "content_encoding", "content_disposition"}
+        ),
+        storage_classes=frozenset(),
+    )
     default_region: ClassVar[str] = DEFAULT_REGION
     addressing_style: ClassVar[AddressingStyle] = "path"
     md5_only: ClassVar[bool] = True

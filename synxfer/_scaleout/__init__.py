@@ -23,10 +23,11 @@ import contextlib
 import logging
 import pickle
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from .._exceptions import ConfigError
-from .._models import Action, Event, EventKind, TransferResult
+from .._models import Action, Event, EventKind, TransferResult, WriteOptions
 from .._url import parse_location
 from ..engine.compare import Compare
 from ..engine.core import Engine, Job, Run
@@ -123,15 +124,17 @@ async def run_items(
     dryrun: bool = False,
     remote_count: int | None = None,
     private_journal: bool = False,
+    write_options: WriteOptions | None = None,
 ) -> TransferResult:
     """``items`` through one engine (the client's): planned, then run.
 
     ``private_journal``: the engine's journal serves this shard alone, so
     uploads it holds under the destination that this run will not resume
-    are aborted (they would hold storage forever).
+    are aborted (they would hold storage forever). ``write_options``: the
+    object options of the call (None: the client's config's).
     """
     engine: Engine = client._engine
-    run = Run(dryrun)
+    run = Run(dryrun, write_options=write_options)
     jobs = await plan_items(engine, run, op, items, remote_count)
     if private_journal and op.kind is Action.UPLOAD and not dryrun:
         await _abort_abandoned(engine, op, {j.dst for j in jobs})
@@ -184,12 +187,15 @@ async def run_tree(
     args: PlanArgs,
     dryrun: bool,
     files: FileSpec | None,
+    *,
+    write_options: WriteOptions | None = None,
 ) -> TransferResult:
     """A sync or recursive copy of ``src`` to ``dst``, the client's way.
 
     With ``files``, only those (names relative to both roots). With
     ``client.config.processes > 1`` or a Dask target, planned here and run
-    in shards; a dry run is planned and reported here alone.
+    in shards (each engine's config carries the call's ``write_options``);
+    a dry run is planned and reported here alone.
     """
     items = None if files is None else as_items(files)
     if items is not None and args.delete:
@@ -203,14 +209,14 @@ async def run_tree(
     if not scaled or dryrun:
         op = await open_op(client, kind, src, dst, args.mode, args.filters)
         if items is not None:
-            return await run_items(client, op, items, dryrun=dryrun)
-        run = Run(dryrun)
+            return await run_items(client, op, items, dryrun=dryrun, write_options=write_options)
+        run = Run(dryrun, write_options=write_options)
         jobs = await _plan_tree(client._engine, run, op, args)
         await client._engine.execute(jobs, run)
         return run.finish()
     runner = await open_runner(client, dask)  # a missing or unreachable Dask fails here
     try:
-        return await _drive(client, runner, kind, src, dst, args, items)
+        return await _drive(client, runner, kind, src, dst, args, items, write_options)
     finally:
         await runner.close()
 
@@ -245,6 +251,7 @@ async def _drive(
     dst: str,
     args: PlanArgs,
     items: list[Item] | None,
+    write_options: WriteOptions | None = None,
 ) -> TransferResult:
     engine: Engine = client._engine
     config = client.config
@@ -263,6 +270,8 @@ async def _drive(
     # Keys known under the prefixes a shard looks up (its listing's cost).
     known = run.result.files_skipped + len(transfers) if items is None else None
     per_engine = engine_config(config, runner.share)
+    if write_options is not None:
+        per_engine = replace(per_engine, write_options=write_options)
     settings = _picklable(ClientSettings.of(client))
     specs = [
         ShardSpec(

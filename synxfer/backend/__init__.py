@@ -35,12 +35,14 @@ options and capabilities it offers the values a backend returns, the
 exception tree, the registry of schemes, and helpers: asyncio
 (:func:`to_thread_holding`, :func:`bounded_map`, :func:`first_error`,
 :func:`shielded`) and option parsing (:func:`option_bool`,
-:func:`option_int`, :func:`option_float`).
+:func:`option_int`, :func:`option_float`), and :func:`check_write_options`
+(what a client asks before writing with :class:`WriteOptions`: every option
+set must be in ``Capabilities.write_options``).
 """
 
 from __future__ import annotations
 
-from .._config import GiB, KiB, MiB
+from .._config import GiB, KiB, MiB, check_write_options
 from .._exceptions import (
     BackendError,
     BucketNotFound,
@@ -58,6 +60,9 @@ from .._exceptions import (
     UnsafePathError,
 )
 from .._models import (
+    CANNED_ACLS,
+    SSE_ALGORITHMS,
+    WRITE_OPTION_NAMES,
     CompletedPart,
     ListPage,
     MultipartUpload,
@@ -82,7 +87,10 @@ from ._registry import available_schemes, open_backend, register, resolve
 from ._requests import UNLIMITED, RequestLimiter
 
 __all__ = [
+    "CANNED_ACLS",
+    "SSE_ALGORITHMS",
     "UNLIMITED",
+    "WRITE_OPTION_NAMES",
     "Backend",
     "BackendError",
     "BackendFactory",
@@ -118,6 +126,7 @@ __all__ = [
     "WriteOptions",
     "available_schemes",
     "bounded_map",
+    "check_write_options",
     "first_error",
     "open_backend",
     "option_bool",

@@ -77,6 +77,15 @@ class Capabilities:
     #: the engine's ranges do; a mismatch raises IntegrityError. The engine
     #: counts such downloads as verified.
     verified_reads: bool = False
+    #: The object options (fields of :class:`~synxfer.WriteOptions`) this
+    #: backend honours on put, multipart create and copy. A client refuses any
+    #: other before a transfer starts (:func:`synxfer.backend.check_write_options`),
+    #: so an option is never dropped silently. Every backend stores metadata
+    #: and a content type; declare more as the service takes them.
+    write_options: frozenset[str] = frozenset({"metadata", "content_type"})
+    #: Storage classes ``WriteOptions.storage_class`` may name (when
+    #: ``"storage_class"`` is in ``write_options``); empty: not checked here.
+    storage_classes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +298,25 @@ class Backend(abc.ABC):
         the server but whose reply was lost (and so was created again).
         """
         raise NotImplementedError(f"{type(self).__name__} cannot list uploads")
+
+    # -- buckets (optional) ----------------------------------------------------
+
+    async def create_bucket(self, *, region: str | None = None) -> None:
+        """Create this backend's bucket (``synxfer mb``), in ``region`` if given
+        (else where the backend's options say; S3: its signing region).
+
+        A bucket that exists already raises BackendError (S3 and GCS bucket
+        names are global: it may be someone else's).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot create buckets")
+
+    async def delete_bucket(self) -> None:
+        """Delete this backend's bucket (``synxfer rb``); it must hold no object
+        (the caller deletes them first to force it). Objects the backend keeps
+        for itself (GCS composite-upload components) go with it. A missing
+        bucket raises BucketNotFound.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot delete buckets")
 
     # -- conveniences built on the primitives --------------------------------
 

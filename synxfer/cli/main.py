@@ -1,4 +1,5 @@
-"""The ``synxfer`` command: ``cp``, ``sync``, ``mv``, ``ls`` and ``rm``, with aws-cli-like flags.
+"""The ``synxfer`` command: ``cp``, ``sync``, ``mv``, ``ls``, ``rm``, ``mb`` and ``rb``,
+with aws-cli-like flags.
 
 Exit codes: 0 success; 1 when any file failed (or the run failed at the
 backend); 2 for usage and configuration errors (bad option, malformed URL,
@@ -98,6 +99,19 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
     group.add_argument("--region", default=default(None), help="region of the bucket")
     group.add_argument("--profile", default=default(None), help="credentials profile to use")
+    group.add_argument(
+        "--no-sign-request",
+        action="store_true",
+        default=default(False),
+        help="send requests unsigned and look for no credentials: read public buckets "
+        "(s3, scp, gs)",
+    )
+    group.add_argument(
+        "--request-payer",
+        choices=["requester"],
+        default=default(None),
+        help="confirm that you pay for requests to a requester-pays bucket (s3, scp)",
+    )
     group.add_argument(
         "--max-threads",
         type=positive_int,
@@ -213,6 +227,84 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _metadata_arg(text: str) -> dict[str, str]:
+    """argparse ``type=`` of --metadata: ``key=value,key2=value2`` or a JSON object."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid JSON {text!r}: {exc}") from None
+        if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+            raise argparse.ArgumentTypeError(
+                f"invalid metadata {text!r}: expected a JSON object of strings"
+            )
+        return {str(k): v for k, v in doc.items()}
+    metadata: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(
+                f"invalid metadata {text!r}: expected key=value[,key=value...] or JSON"
+            )
+        metadata[key.strip()] = value
+    return metadata
+
+
+def _add_object_options(parser: argparse.ArgumentParser) -> None:
+    from .._models import CANNED_ACLS, SSE_ALGORITHMS
+
+    group = parser.add_argument_group(
+        "object options (of what is written; an option the destination cannot honour "
+        "is an error before anything moves)"
+    )
+    group.add_argument(
+        "--content-type",
+        metavar="TYPE",
+        help="the content type of every object written (default: guessed from the file "
+        "name on upload, the source's on a remote copy)",
+    )
+    group.add_argument(
+        "--no-guess-mime-type",
+        dest="guess_mime_type",
+        action="store_false",
+        help="don't guess the content type of uploaded files from their names",
+    )
+    group.add_argument(
+        "--storage-class",
+        metavar="CLASS",
+        help="e.g. STANDARD_IA, GLACIER_IR (s3); NEARLINE, COLDLINE (gs)",
+    )
+    group.add_argument(
+        "--sse",
+        nargs="?",
+        const="AES256",
+        choices=SSE_ALGORITHMS,
+        metavar="ALGORITHM",
+        help=f"server-side encryption (s3): {', '.join(SSE_ALGORITHMS)}; --sse alone is AES256",
+    )
+    group.add_argument("--sse-kms-key-id", metavar="KEY", help="the KMS key of --sse aws:kms (s3)")
+    group.add_argument(
+        "--acl",
+        choices=CANNED_ACLS,
+        metavar="ACL",
+        help=f"a canned ACL (s3): {', '.join(CANNED_ACLS)}",
+    )
+    group.add_argument(
+        "--metadata",
+        type=_metadata_arg,
+        metavar="KEY=VALUE,...",
+        help="user metadata: key=value[,key=value...] or a JSON object",
+    )
+    group.add_argument("--cache-control", metavar="VALUE", help="the Cache-Control header")
+    group.add_argument(
+        "--content-encoding", metavar="VALUE", help="the Content-Encoding header (s3)"
+    )
+    group.add_argument(
+        "--content-disposition", metavar="VALUE", help="the Content-Disposition header"
+    )
+
+
 def _processes_arg(text: str) -> int:
     """argparse ``type=`` of --processes: N >= 1, or ``auto`` (the number of cores)."""
     if text == "auto":
@@ -265,6 +357,7 @@ def build_parser() -> Parser:
     cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
     _add_filters(cp)
     _add_output(cp)
+    _add_object_options(cp)
     _add_scale(cp)
     _add_common(cp, suppress=True)
 
@@ -295,6 +388,7 @@ def build_parser() -> Parser:
     )
     _add_filters(sync)
     _add_output(sync)
+    _add_object_options(sync)
     _add_scale(sync)
     _add_common(sync, suppress=True)
 
@@ -312,6 +406,7 @@ def build_parser() -> Parser:
     mv.add_argument("--recursive", action="store_true", help="move a whole directory or prefix")
     _add_filters(mv)
     _add_output(mv)
+    _add_object_options(mv)
     _add_common(mv, suppress=True)
 
     ls = sub.add_parser(
@@ -338,6 +433,29 @@ def build_parser() -> Parser:
     _add_filters(rm)
     _add_output(rm)
     _add_common(rm, suppress=True)
+
+    mb = sub.add_parser(
+        "mb",
+        help="make a bucket",
+        description="Create a bucket (s3, gs, scp). --region says where (S3: a "
+        "LocationConstraint unless us-east-1; GCS: a location such as US or EU).",
+    )
+    mb.add_argument("url", help="URL like s3://bucket")
+    mb.add_argument("--json", action="store_true", help="print a JSON object on stdout")
+    _add_common(mb, suppress=True)
+
+    rb = sub.add_parser(
+        "rb",
+        help="remove a bucket",
+        description="Delete an empty bucket (s3, gs, scp); with --force, delete every "
+        "object in it first.",
+    )
+    rb.add_argument("url", help="URL like s3://bucket")
+    rb.add_argument(
+        "--force", action="store_true", help="delete every object in the bucket, then the bucket"
+    )
+    _add_output(rb)
+    _add_common(rb, suppress=True)
     return parser
 
 
@@ -377,6 +495,13 @@ def _check_locations(args: argparse.Namespace) -> None:
     for loc in locations:
         if not loc.is_local:
             resolve(loc.scheme)  # raises UnknownScheme, with an install hint
+    if args.command in ("mb", "rb"):
+        if locations[0].is_local:
+            raise ConfigError(
+                f"{args.command} needs a bucket URL like s3://bucket, not a local path "
+                f"({args.url!r})"
+            )
+        return
     if args.command in ("ls", "rm"):
         if locations[0].is_local:
             raise ConfigError(
@@ -425,11 +550,33 @@ def _check_endpoint_url(args: argparse.Namespace, *schemes: str) -> None:
         )
 
 
-def _backend_options(items: list[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
+def _backend_options(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """--backend-option values by scheme, with --no-sign-request (``anonymous``
+    for s3, scp and gs) and --request-payer (``request_payer`` for s3 and scp)."""
     options: dict[str, dict[str, str]] = {}
-    for scheme, key, value in items:
+    if getattr(args, "no_sign_request", False):
+        for scheme in ("s3", "scp", "gs"):
+            options.setdefault(scheme, {})["anonymous"] = "true"
+    if getattr(args, "request_payer", None):
+        for scheme in ("s3", "scp"):
+            options.setdefault(scheme, {})["request_payer"] = args.request_payer
+    for scheme, key, value in args.backend_option or []:
         options.setdefault(scheme, {})[key] = value
     return options
+
+
+#: Object-option flags and the WriteOptions fields they set.
+_OBJECT_OPTIONS = (
+    "content_type",
+    "storage_class",
+    "sse",
+    "sse_kms_key_id",
+    "acl",
+    "metadata",
+    "cache_control",
+    "content_encoding",
+    "content_disposition",
+)
 
 
 def _config(args: argparse.Namespace) -> TransferConfig | None:
@@ -440,6 +587,13 @@ def _config(args: argparse.Namespace) -> TransferConfig | None:
     }
     if not args.resume:
         changes["resume"] = False
+    given = {n: getattr(args, n) for n in _OBJECT_OPTIONS if getattr(args, n, None) is not None}
+    if given:
+        from .._models import WriteOptions
+
+        changes["write_options"] = WriteOptions(**given)
+    if getattr(args, "guess_mime_type", True) is False:
+        changes["guess_mime_type"] = False
     if _uses_aws_settings(args):
         from ._awsconfig import read_s3_settings
 
@@ -534,7 +688,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
         _config(args),
         endpoint_url=args.endpoint_url,
         endpoints=dict(args.endpoint or []),
-        backend_options=_backend_options(args.backend_option or []),
+        backend_options=_backend_options(args),
         region=args.region,
         profile=args.profile,
         on_event=printer,
@@ -543,6 +697,10 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
     ) as client:
         if args.command == "ls":
             await _ls(client, args)
+            return None
+        if args.command == "mb":
+            await client.make_bucket(args.url, region=args.region)
+            _bucket_line(args, "make_bucket")
             return None
         ticker = None
         task = asyncio.current_task()
@@ -580,6 +738,11 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     filters=args.filters,
                     dryrun=args.dryrun,
                 )
+            if args.command == "rb":
+                result = await client.remove_bucket(args.url, force=args.force, dryrun=args.dryrun)
+                if result.ok and not args.dryrun:
+                    _bucket_line(args, "remove_bucket")
+                return result if args.force else None
             return await client.rm(
                 args.url, recursive=args.recursive, filters=args.filters, dryrun=args.dryrun
             )
@@ -588,6 +751,14 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                 ticker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticker
+
+
+def _bucket_line(args: argparse.Namespace, action: str) -> None:
+    """``make_bucket: s3://b`` (aws-cli's line), or a JSON object with --json."""
+    if args.json:
+        print(json.dumps({"type": "bucket", "action": action, "bucket": args.url}), flush=True)
+    elif not getattr(args, "quiet", False):
+        print(f"{action}: {args.url}", flush=True)
 
 
 def _finish(args: argparse.Namespace, printer: EventPrinter, result: TransferResult) -> int:
@@ -680,7 +851,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _setup_logging(args.verbose)
     printer: EventPrinter | None = None
-    if args.command != "ls":
+    if args.command not in ("ls", "mb"):
         show_progress = args.progress
         if show_progress is None:
             show_progress = not args.quiet and sys.stderr.isatty()

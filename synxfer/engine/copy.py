@@ -26,7 +26,7 @@ from .._models import CompletedPart, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from .core import Engine
 from .download import PartSums
-from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
+from .meta import MTIME_KEY, PART_SIZE_KEY, copy_options, format_mtime
 from .parts import Part, checksum_of, crc32c_value, have_crc32c, plan_part_size, split
 from .scheduler import Lease
 from .upload import abort_upload
@@ -44,13 +44,21 @@ async def copy_object(
     dst_key: str,
     size: int,
     etag: str | None = None,
+    *,
+    options: WriteOptions | None = None,
 ) -> int:
-    """Copy ``src_key`` (``size`` bytes) to ``dst_key``; returns bytes streamed."""
+    """Copy ``src_key`` (``size`` bytes) to ``dst_key``; returns bytes streamed.
+
+    The copy keeps the source's content type and metadata, with ``options``
+    (None: ``TransferConfig.write_options``) over them (see
+    :func:`~.meta.copy_options`).
+    """
+    base = engine.config.write_options if options is None else options
     if src is dst and src.capabilities.server_side_copy:
         info = await src.stat(src_key)
-        await dst.copy(src_key, dst_key, WriteOptions(info.metadata, info.content_type))
+        await dst.copy(src_key, dst_key, copy_options(base, info, {}))
         return 0
-    return await _stream(engine, src, src_key, dst, dst_key, size, etag)
+    return await _stream(engine, src, src_key, dst, dst_key, size, etag, base)
 
 
 def _sum_part(
@@ -72,6 +80,7 @@ async def _stream(
     dst_key: str,
     size: int,
     etag: str | None,
+    base: WriteOptions,
 ) -> int:
     cfg = engine.config
     caps = dst.capabilities
@@ -112,7 +121,7 @@ async def _stream(
     # The first range carries the source's metadata, which the new object needs.
     async with scheduler.reserve(parts[0].length):
         data, info, checksum = await fetch(parts[0], etag)
-        options = WriteOptions(_metadata(info, part_size if multipart else 0), info.content_type)
+        options = copy_options(base, info, _metadata(info, part_size if multipart else 0))
         if not multipart:
             sums.verify(url, info, lengths)
             result = await dst.put(dst_key, data, options, checksum)
@@ -149,9 +158,11 @@ async def _stream(
 
 
 def _metadata(info: ObjectInfo, part_size: int) -> dict[str, str]:
-    """The source's metadata, with a source time even if it had none stored."""
-    metadata = dict(info.metadata)
-    if MTIME_KEY not in metadata and info.mtime is not None:
+    """synxfer's metadata of the copy: a source time even if the source had none
+    stored, and the copy's part size (the rest of the source's is kept by
+    :func:`~.meta.copy_options`)."""
+    metadata: dict[str, str] = {}
+    if MTIME_KEY not in info.metadata and info.mtime is not None:
         metadata[MTIME_KEY] = format_mtime(int(info.mtime * 1_000_000_000))
     metadata[PART_SIZE_KEY] = str(part_size)
     return metadata

@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 
 from .._config import TransferConfig
 from .._exceptions import BackendError, NoCredentials, SynxferError
-from .._models import Action, Event, EventKind, FileFailure, TransferResult
+from .._models import Action, Event, EventKind, FileFailure, TransferResult, WriteOptions
 from .journal import ResumeJournal
 from .scheduler import Scheduler
 
@@ -30,11 +30,16 @@ EventHook = Callable[[Event], None]
 
 @dataclass
 class Run:
-    """One operation (a sync, a copy, an rm): its result and options."""
+    """One operation (a sync, a copy, an rm): its result and options.
+
+    ``write_options``: the object options of what it writes (a call's
+    ``write_options=``); None: the engine's ``TransferConfig.write_options``.
+    """
 
     dryrun: bool = False
     result: TransferResult = field(default_factory=TransferResult)
     started: float = field(default_factory=time.monotonic)
+    write_options: WriteOptions | None = None
 
     def finish(self) -> TransferResult:
         self.result.elapsed = time.monotonic() - self.started

@@ -52,10 +52,10 @@ class _TransferJob:
             engine.done(run, self)
             return
         engine.started(run, self)
-        nbytes, verified = await self.transfer(engine)
+        nbytes, verified = await self.transfer(engine, run)
         engine.done(run, self, nbytes, verified)
 
-    async def transfer(self, engine: Engine) -> tuple[int, bool | None]:
+    async def transfer(self, engine: Engine, run: Run) -> tuple[int, bool | None]:
         """Move the file: the bytes moved, and whether a download was verified."""
         raise NotImplementedError
 
@@ -76,8 +76,11 @@ class UploadJob(_TransferJob):
         self.src = self.src or str(self.path)
         self.dst = self.dst or self.backend.url(self.key)
 
-    async def transfer(self, engine: Engine) -> tuple[int, bool | None]:
-        return await upload_path(engine, self.path, self.backend, self.key, self.size), None
+    async def transfer(self, engine: Engine, run: Run) -> tuple[int, bool | None]:
+        sent = await upload_path(
+            engine, self.path, self.backend, self.key, self.size, options=run.write_options
+        )
+        return sent, None
 
 
 @dataclass
@@ -97,7 +100,7 @@ class DownloadJob(_TransferJob):
         self.src = self.src or self.backend.url(self.key)
         self.dst = self.dst or str(self.dest)
 
-    async def transfer(self, engine: Engine) -> tuple[int, bool | None]:
+    async def transfer(self, engine: Engine, run: Run) -> tuple[int, bool | None]:
         # Data that does not match its checksum is fetched again inside,
         # under the retry policy (see .download).
         return await download_object(
@@ -134,7 +137,14 @@ class CopyJob:
             return
         engine.started(run, self)
         await copy_object(
-            engine, self.src_backend, self.src_key, self.backend, self.key, self.size, self.etag
+            engine,
+            self.src_backend,
+            self.src_key,
+            self.backend,
+            self.key,
+            self.size,
+            self.etag,
+            options=run.write_options,
         )
         engine.done(run, self, self.size)
 

@@ -8,21 +8,34 @@
     The part size of a multipart upload (``0`` for a single request), so a
     download can split ranges on the same boundaries and check each part's
     MD5 against the S3-style ETag without reading anything twice.
+
+Beside them, an object gets the user's object options
+(:class:`~synxfer.WriteOptions`): :func:`upload_options` for a local file
+(with a content type guessed from its name, as aws-cli does) and
+:func:`copy_options` for a copy of a remote object (keeping its content type
+and metadata unless the options say otherwise).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import mimetypes
 import re
 from collections.abc import Mapping
+
+from .._models import ObjectInfo, WriteOptions
 
 __all__ = [
     "MTIME_KEY",
     "PART_SIZE_KEY",
+    "copy_options",
     "format_mtime",
+    "guess_content_type",
     "parse_mtime",
     "same_mtime",
     "stored_mtime",
     "stored_part_size",
+    "upload_options",
 ]
 
 MTIME_KEY = "mtime"
@@ -65,3 +78,41 @@ def stored_part_size(metadata: Mapping[str, str]) -> int | None:
 
 def same_mtime(a_ns: int, b_ns: int) -> bool:
     return abs(a_ns - b_ns) < _TOLERANCE_NS
+
+
+def guess_content_type(name: str) -> str | None:
+    """The media type of a file named ``name``, as aws-cli guesses it
+    (:func:`mimetypes.guess_type`; the encoding it may name is not used).
+
+    The first call reads the system's type tables (``/etc/mime.types``...):
+    the engine makes it in a worker thread.
+    """
+    try:
+        return mimetypes.guess_type(name)[0]
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def upload_options(
+    options: WriteOptions, metadata: Mapping[str, str], content_type: str | None
+) -> WriteOptions:
+    """The options of an uploaded object: the user's, with synxfer's ``metadata``
+    (the source's time, the part size) added and ``content_type`` unless the
+    user gave one."""
+    return dataclasses.replace(
+        options,
+        metadata={**options.metadata, **metadata},
+        content_type=options.content_type or content_type,
+    )
+
+
+def copy_options(
+    options: WriteOptions, source: ObjectInfo, metadata: Mapping[str, str]
+) -> WriteOptions:
+    """The options of a remote copy: the source's metadata and content type,
+    what the user's ``options`` set over them, and synxfer's ``metadata``."""
+    return dataclasses.replace(
+        options,
+        metadata={**source.metadata, **options.metadata, **metadata},
+        content_type=options.content_type or source.content_type,
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import mimetypes
 import os
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from .._models import CompletedPart, MultipartUpload, WriteOptions
 from ..backend import Backend, Capabilities
 from .core import Engine
 from .localfile import LocalFile, identity, read_whole_file
-from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime
+from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
 from .parts import Part, plan_part_size, split
 from .scheduler import Lease
 
@@ -33,7 +34,13 @@ _ABORT_TIMEOUT = 60.0
 
 
 async def upload_path(
-    engine: Engine, path: Path, backend: Backend, key: str, size: int | None = None
+    engine: Engine,
+    path: Path,
+    backend: Backend,
+    key: str,
+    size: int | None = None,
+    *,
+    options: WriteOptions | None = None,
 ) -> int:
     """Upload the local file ``path`` to ``key``; returns the bytes sent.
 
@@ -43,12 +50,22 @@ async def upload_path(
 
     ``size`` is what a listing said the file holds: when it goes in one
     request, :func:`_put_whole` needs one worker-thread call and no journal.
+
+    ``options`` are the object's options (None: ``TransferConfig.write_options``);
+    without a content type there, the file name's is guessed unless
+    ``TransferConfig.guess_mime_type`` is off.
     """
     caps = backend.capabilities
     cfg = engine.config
     scheduler = engine.scheduler
+    base = cfg.write_options if options is None else options
+    guessed = None
+    if base.content_type is None and cfg.guess_mime_type:
+        if not mimetypes.inited:
+            await scheduler.io(mimetypes.init)  # reads the system's tables once
+        guessed = guess_content_type(path.name)
     if size is not None and not _multipart(size, cfg.multipart_threshold, caps):
-        sent = await _put_whole(engine, path, backend, key, size)
+        sent = await _put_whole(engine, path, backend, key, size, base, guessed)
         if sent is not None:
             return sent
         # The file's size changed since it was listed: the general path.
@@ -79,7 +96,7 @@ async def upload_path(
                 if n != size:
                     raise SourceChangedError(f"{path} shrank while it was being uploaded")
                 await check_unchanged()
-                await backend.put(key, buf, WriteOptions(metadata), checksum)
+                await backend.put(key, buf, upload_options(base, metadata, guessed), checksum)
             engine.progress(size, "up")
             return size
 
@@ -89,7 +106,7 @@ async def upload_path(
         upload, done = await _resume_upload(engine, backend, key, path, before, part_size)
         if upload is None:
             # Orphans of a retried create are the retry layer's business.
-            upload = await backend.create_multipart(key, WriteOptions(metadata))
+            upload = await backend.create_multipart(key, upload_options(base, metadata, guessed))
             await _journal_new_upload(engine, backend, upload, path, before, part_size)
         try:
             sent = await _send_parts(engine, f, backend, upload, size, part_size, done)
@@ -143,7 +160,13 @@ def _multipart(size: int, threshold: int, caps: Capabilities) -> bool:
 
 
 async def _put_whole(
-    engine: Engine, path: Path, backend: Backend, key: str, size: int
+    engine: Engine,
+    path: Path,
+    backend: Backend,
+    key: str,
+    size: int,
+    options: WriteOptions,
+    content_type: str | None,
 ) -> int | None:
     """A file sent in one request: ONE worker-thread call opens, reads, hashes
     and checks it (:func:`.localfile.read_whole_file`), then one put; no journal
@@ -158,7 +181,7 @@ async def _put_whole(
             return None
         checksum, mtime_ns = got
         metadata = {MTIME_KEY: format_mtime(mtime_ns), PART_SIZE_KEY: "0"}
-        await backend.put(key, buf, WriteOptions(metadata), checksum)
+        await backend.put(key, buf, upload_options(options, metadata, content_type), checksum)
     engine.progress(size, "up")
     return size
 

@@ -142,3 +142,12 @@ class Layer(Backend):
 
     async def list_uploads(self, key: str) -> list[PendingUpload]:
         return await self._call("list_uploads", self.inner.list_uploads, key)
+
+    async def create_bucket(self, *, region: str | None = None) -> None:
+        await self._call("create_bucket", self._create_bucket, region)
+
+    async def _create_bucket(self, region: str | None) -> None:
+        await self.inner.create_bucket(region=region)
+
+    async def delete_bucket(self) -> None:
+        await self._call("delete_bucket", self.inner.delete_bucket)
