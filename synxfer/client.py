@@ -25,7 +25,7 @@ from ._config import TransferConfig, check_capabilities, check_write_options
 from ._exceptions import BucketNotFound, ConfigError, NotFound
 from ._models import Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location, parse_location
-from .backend import Backend, BackendOptions, open_backend
+from .backend import Backend, BackendOptions, open_backend, resolve
 from .engine.compare import Compare
 from .engine.core import Engine, Job, Run
 from .engine.filters import Filters
@@ -603,14 +603,11 @@ class Client:
         (S3: its signing region). A bucket that exists already raises
         BackendError; a scheme without buckets to make, ConfigError.
         """
-        backend = await self._bucket_backend(url, "make")
+        backend = await self._bucket_backend(url, "create_bucket")
         try:
             await backend.create_bucket(region=region)
         except NotImplementedError:
-            raise ConfigError(
-                f"{backend.url('')} cannot be created: {url.split(':', 1)[0]}:// "
-                "has no buckets to make"
-            ) from None
+            raise _no_buckets(backend.scheme, "create_bucket") from None
 
     async def remove_bucket(
         self, url: str, *, force: bool = False, dryrun: bool = False
@@ -623,7 +620,7 @@ class Client:
         Returns the deletions' result (empty without ``force``); a dry run
         deletes nothing.
         """
-        backend = await self._bucket_backend(url, "remove")
+        backend = await self._bucket_backend(url, "delete_bucket")
         result = TransferResult(dryrun=dryrun)
         if force:
             listed = await list_remote(backend, "")
@@ -636,18 +633,18 @@ class Client:
             try:
                 await backend.delete_bucket()
             except NotImplementedError:
-                raise ConfigError(
-                    f"{backend.url('')} cannot be removed: {url.split(':', 1)[0]}:// has no "
-                    "buckets to remove"
-                ) from None
+                raise _no_buckets(backend.scheme, "delete_bucket") from None
         return result
 
-    async def _bucket_backend(self, url: str, verb: str) -> Backend:
+    async def _bucket_backend(self, url: str, primitive: str) -> Backend:
+        """The backend of the bucket ``url`` names, whose class has ``primitive``."""
         loc = self._remote(url)
+        factory = resolve(loc.scheme)
+        if isinstance(factory, type) and getattr(factory, primitive) is getattr(Backend, primitive):
+            raise _no_buckets(loc.scheme, primitive)
         if loc.key.strip("/"):
             raise ConfigError(
-                f"{url} names an object, not a bucket: {verb} a bucket with a URL like "
-                f"{loc.scheme}://{loc.bucket}"
+                f"{url} names an object, not a bucket: give a URL like {loc.scheme}://{loc.bucket}"
             )
         return await self._backend(loc)
 
@@ -741,6 +738,13 @@ def _source_deletes(done: Sequence[Job]) -> list[Job]:
             keys.setdefault(id(job.src_backend), (job.src_backend, []))[1].append(job.src_key)
     remote = [j for backend, names in keys.values() for j in delete_jobs(backend, names)]
     return local + remote
+
+
+def _no_buckets(scheme: str, primitive: str) -> ConfigError:
+    verb = "created" if primitive == "create_bucket" else "removed"
+    return ConfigError(
+        f"{scheme}:// buckets cannot be {verb} here (the backend has no {primitive})"
+    )
 
 
 def _local_remote_error(s: Location, d: Location) -> ConfigError:
