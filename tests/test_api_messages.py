@@ -115,3 +115,50 @@ def test_the_cli_says_endpoint_url_for_scp(tmp_path: Path, s3_endpoint: str) -> 
     )
     assert out.returncode == 2, out.stderr
     assert "pass --endpoint-url or set SCP_ENDPOINT_URL" in out.stderr
+
+
+# -- the S3 plugin's messages ---------------------------------------------------------
+
+
+def test_s3_messages_name_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.exceptions import ProfileNotFound
+
+    from synxfer_s3 import S3Backend, map_error
+    from synxfer_s3._classify import CREDENTIALS_HINT
+    from synxfer_s3._credentials import Credentials, StaticCredentials
+    from synxfer_s3._protocol import HttpResponse
+    from synxfer_s3._signed import SignedClient
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with pytest.raises(ConfigError) as exc:
+        S3Backend("b", synxfer.BackendOptions(endpoint_url="ftp://x"))
+    assert "Client(endpoint_url=...)" in str(exc.value)
+    assert "--endpoint-url" not in str(exc.value)
+    assert "Client(profile=...)" in CREDENTIALS_HINT
+    profile = map_error(ProfileNotFound(profile="nope"), url="s3://b/", bucket="b")
+    assert "Client(profile=...)" in str(profile)
+    client = SignedClient(
+        region="us-east-1",
+        credentials=StaticCredentials(Credentials("a", "b")),
+        endpoint_url="http://127.0.0.1:9",
+    )
+    body = b"<Error><Code>PermanentRedirect</Code><Message>m</Message></Error>"
+    moved = HttpResponse(301, "Moved", {"x-amz-bucket-region": "eu-west-1"}, body, len(body))
+    text = str(client._error("GetObject", moved, "b", "k"))
+    assert "the bucket is in region 'eu-west-1': pass it as Client(region=...)" in text
+    assert cli_words(text).endswith("pass it as --region")
+
+
+def test_the_cli_prints_flags_for_s3_messages(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT")}
+    out = subprocess.run(
+        [sys.executable, "-m", "synxfer.cli.main", "ls", "s3://b/", "--endpoint-url", "ftp://x"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "(from --endpoint-url / AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)" in out.stderr
