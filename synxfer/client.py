@@ -181,12 +181,7 @@ class Client:
         async with self._lock:
             backend = self._backends.get(ident)
             if backend is None:
-                options = self._options
-                if loc.scheme in self._endpoints:
-                    options = replace(options, endpoint_url=self._endpoints[loc.scheme])
-                if loc.scheme in self._extra:
-                    options = replace(options, extra=self._extra[loc.scheme])
-                inner = open_backend(loc.scheme, loc.bucket, options)
+                inner = open_backend(loc.scheme, loc.bucket, self._options_for(loc))
                 for layer in self._layers:
                     inner = layer(inner)
                 if self.config.min_throughput:
@@ -210,6 +205,16 @@ class Client:
                     raise
                 self._backends[ident] = backend
         return backend
+
+    def _options_for(self, loc: Location, **changes: object) -> BackendOptions:
+        """The backend options of ``loc``'s scheme: the client's, with the
+        scheme's own endpoint and settings (and ``changes``)."""
+        options = self._options
+        if loc.scheme in self._endpoints:
+            options = replace(options, endpoint_url=self._endpoints[loc.scheme])
+        if loc.scheme in self._extra:
+            options = replace(options, extra=self._extra[loc.scheme])
+        return replace(options, **changes) if changes else options  # type: ignore[arg-type]
 
     async def _writable(self, loc: Location, write_options: WriteOptions | None) -> Backend:
         """The backend of ``loc``, which objects will be written to with
@@ -600,10 +605,22 @@ class Client:
 
         ``region``: where (S3: a LocationConstraint unless ``us-east-1``; GCS:
         a location); default the client's ``region``, else the backend's
-        (S3: its signing region). A bucket that exists already raises
-        BackendError; a scheme without buckets to make, ConfigError.
+        (S3: its signing region). A ``region`` other than the client's is
+        asked of a backend opened for that region alone (as aws-cli's
+        ``--region``: S3 signs, and sends to that region's endpoint). A
+        bucket that exists already raises BackendError; a scheme without
+        buckets to make, ConfigError.
         """
         backend = await self._bucket_backend(url, "create_bucket")
+        if region is not None and region != self._options.region:
+            loc = self._remote(url)
+            inner = open_backend(loc.scheme, loc.bucket, self._options_for(loc, region=region))
+            backend = RetryLayer(
+                LimitLayer(inner, self._engine.scheduler.requests), self.config.retry
+            )
+            async with backend:
+                await backend.create_bucket(region=region)
+            return
         try:
             await backend.create_bucket(region=region)
         except NotImplementedError:

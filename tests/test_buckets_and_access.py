@@ -73,6 +73,8 @@ async def test_s3_make_and_remove_buckets(server: Server) -> None:
         assert creates[0].body == b""
         creates = [s for s in server.front.seen if s.method == "PUT" and s.path == f"/{west}"]
         assert b"<LocationConstraint>eu-west-1</LocationConstraint>" in creates[0].body
+        # As aws-cli's --region: signed for that region, not the client's.
+        assert "/eu-west-1/s3/aws4_request" in creates[0].headers["authorization"]
         location = server.admin.get_bucket_location(Bucket=west)["LocationConstraint"]
         assert location == "eu-west-1"
 
