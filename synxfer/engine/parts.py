@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import importlib.util
 import math
@@ -14,6 +13,7 @@ from typing import Any
 
 from .._exceptions import ConfigError
 from ..backend import Capabilities, Checksum, ChecksumAlgorithm
+from .checksums import crc_combine
 
 __all__ = [
     "Part",
@@ -127,52 +127,11 @@ def etag_parts(etag: str | None) -> int | None:
     return int(m.group(2)) if m else None
 
 
-# -- CRC32C combination ---------------------------------------------------------
-
-_CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected
-
-
-def _gf2_times(matrix: Sequence[int], vector: int) -> int:
-    total, i = 0, 0
-    while vector:
-        if vector & 1:
-            total ^= matrix[i]
-        vector >>= 1
-        i += 1
-    return total
-
-
-def _gf2_square(matrix: list[int]) -> list[int]:
-    return [_gf2_times(matrix, row) for row in matrix]
-
-
-@functools.lru_cache(maxsize=32)
-def _zero_bytes_operator(n: int) -> tuple[int, ...]:
-    """The GF(2) matrix that advances a CRC32C over ``n`` zero bytes."""
-    bit = [_CRC32C_POLY] + [1 << k for k in range(31)]  # one zero bit
-    power = _gf2_square(_gf2_square(_gf2_square(bit)))  # one zero byte
-    op: list[int] | None = None
-    while n:
-        if n & 1:
-            op = power if op is None else [_gf2_times(power, row) for row in op]
-        n >>= 1
-        if n:
-            power = _gf2_square(power)
-    assert op is not None
-    return tuple(op)
-
-
 def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC32C of ``A + B`` from ``crc(A)``, ``crc(B)`` and ``len(B)``.
-
-    zlib's ``crc32_combine`` method (GF(2) matrix powers) with the Castagnoli
-    polynomial: whole-object CRCs from parts computed out of order, without
-    reading any byte twice. The operator for a length is cached, so folding
-    equal-sized parts costs one 32-step product each.
-    """
-    if len2 <= 0:
-        return crc1
-    return _gf2_times(_zero_bytes_operator(len2), crc1) ^ crc2
+    """CRC32C of ``A + B`` from ``crc(A)``, ``crc(B)`` and ``len(B)``: zlib's
+    ``crc32_combine`` method with the Castagnoli polynomial
+    (:func:`synxfer.engine.checksums.crc_combine`, which every CRC shares)."""
+    return crc_combine("crc32c", crc1, crc2, len2)
 
 
 def have_crc32c() -> bool:
