@@ -1,0 +1,425 @@
+"""The ``synxfer`` command line's grammar: every command, its flags, and the
+argument types they use. :mod:`synxfer.cli.main` runs what it parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from .. import __version__
+from ._args import (
+    FilterAction,
+    Parser,
+    backend_option_arg,
+    endpoint_arg,
+    positive_int,
+    rate_arg,
+    size_arg,
+)
+
+__all__ = ["build_parser"]
+
+
+def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Connection, tuning and logging options, accepted before or after the subcommand.
+
+    On subcommands the defaults are suppressed so that a value given before
+    the subcommand is not overwritten by the subcommand's default.
+    """
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("connection and tuning options")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        default=default(None),
+        help="the endpoint of the command's one remote service (default: the service's "
+        "own setting: $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL for s3, "
+        "$STORAGE_EMULATOR_HOST for gs, $SCP_ENDPOINT_URL for scp); between two "
+        "services use --endpoint",
+    )
+    group.add_argument(
+        "--endpoint",
+        metavar="SCHEME=URL",
+        action="append",
+        type=endpoint_arg,
+        default=default([]),
+        help="an endpoint for one scheme, e.g. s3=http://127.0.0.1:9000 (repeatable; "
+        "use it when copying between two services)",
+    )
+    group.add_argument(
+        "--backend-option",
+        metavar="SCHEME.KEY=VALUE",
+        action="append",
+        type=backend_option_arg,
+        default=default([]),
+        help="a backend-specific setting, e.g. blocks.cluster=sites.toml (repeatable)",
+    )
+    group.add_argument("--region", default=default(None), help="region of the bucket")
+    group.add_argument("--profile", default=default(None), help="credentials profile to use")
+    group.add_argument(
+        "--no-sign-request",
+        action="store_true",
+        default=default(False),
+        help="send requests unsigned and look for no credentials: read public buckets "
+        "(s3, scp, gs)",
+    )
+    group.add_argument(
+        "--request-payer",
+        choices=["requester"],
+        default=default(None),
+        help="confirm that you pay for requests to a requester-pays bucket (s3, scp)",
+    )
+    group.add_argument(
+        "--max-threads",
+        type=positive_int,
+        metavar="N",
+        default=default(None),
+        help="requests (parts) in flight at once (default: CPU count + 4)",
+    )
+    group.add_argument(
+        "--max-files",
+        type=positive_int,
+        metavar="N",
+        default=default(None),
+        help="files in flight at once (default: 2 x max-threads)",
+    )
+    group.add_argument(
+        "--part-size",
+        type=size_arg,
+        metavar="SIZE",
+        default=default(None),
+        help="multipart part size, e.g. 8MiB, 16M, 65536 (default: 8MiB)",
+    )
+    group.add_argument(
+        "--bwlimit",
+        type=rate_arg,
+        metavar="RATE",
+        default=default(None),
+        help="bytes per second at most, uploads and downloads together, e.g. 16M/s, 1MiB/s, "
+        "10MB/s (binary units; 10Mb/s is bits); off for none (default: the aws config's "
+        "max_bandwidth, else none)",
+    )
+    group.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=default(None),
+        help="where the resume journal lives (default: ~/.cache/synxfer)",
+    )
+    group.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=default(True),
+        help="journal multipart transfers so an interrupted run resumes (default: on)",
+    )
+    group.add_argument(
+        "--follow-symlinks",
+        action=argparse.BooleanOptionalAction,
+        default=default(False),
+        help="follow symbolic links in local directories (default: skip them)",
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        help="log to stderr (-v: synxfer debug log, -vv: also libraries' info log)",
+    )
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude",
+        action=FilterAction,
+        const="exclude",
+        dest="filters",
+        default=[],
+        metavar="PATTERN",
+        help="skip paths matching this glob (repeatable; later filters win)",
+    )
+    parser.add_argument(
+        "--include",
+        action=FilterAction,
+        const="include",
+        dest="filters",
+        default=[],
+        metavar="PATTERN",
+        help="don't skip paths matching this glob (repeatable; later filters win)",
+    )
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dryrun",
+        action="store_true",
+        help="show what would be done, without doing it",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per file and a final summary object on stdout",
+    )
+    parser.add_argument(
+        "-P",
+        "--progress",
+        action="store_true",
+        default=None,
+        help="show progress on stderr: %% of the planned bytes, rate, ETA, files done of the "
+        "total, and on a terminal the biggest files in flight (default: on when stderr is a "
+        "terminal)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_false",
+        dest="progress",
+        default=None,
+        help="don't show progress, even on a terminal",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        "--only-show-errors",
+        action="store_true",
+        help="don't print per-file lines, progress or the summary; only errors (failures "
+        "still show)",
+    )
+
+
+def _metadata_arg(text: str) -> dict[str, str]:
+    """argparse ``type=`` of --metadata: ``key=value,key2=value2`` or a JSON object."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid JSON {text!r}: {exc}") from None
+        if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+            raise argparse.ArgumentTypeError(
+                f"invalid metadata {text!r}: expected a JSON object of strings"
+            )
+        return {str(k): v for k, v in doc.items()}
+    metadata: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(
+                f"invalid metadata {text!r}: expected key=value[,key=value...] or JSON"
+            )
+        metadata[key.strip()] = value
+    return metadata
+
+
+def _add_object_options(parser: argparse.ArgumentParser) -> None:
+    from .._models import CANNED_ACLS, SSE_ALGORITHMS
+
+    group = parser.add_argument_group(
+        "object options (of what is written; an option the destination cannot honour "
+        "is an error before anything moves)"
+    )
+    group.add_argument(
+        "--content-type",
+        metavar="TYPE",
+        help="the content type of every object written (default: guessed from the file "
+        "name on upload, the source's on a remote copy)",
+    )
+    group.add_argument(
+        "--no-guess-mime-type",
+        dest="guess_mime_type",
+        action="store_false",
+        help="don't guess the content type of uploaded files from their names",
+    )
+    group.add_argument(
+        "--storage-class",
+        metavar="CLASS",
+        help="e.g. STANDARD_IA, GLACIER_IR (s3); NEARLINE, COLDLINE (gs)",
+    )
+    group.add_argument(
+        "--sse",
+        nargs="?",
+        const="AES256",
+        choices=SSE_ALGORITHMS,
+        metavar="ALGORITHM",
+        help=f"server-side encryption (s3): {', '.join(SSE_ALGORITHMS)}; --sse alone is AES256",
+    )
+    group.add_argument("--sse-kms-key-id", metavar="KEY", help="the KMS key of --sse aws:kms (s3)")
+    group.add_argument(
+        "--acl",
+        choices=CANNED_ACLS,
+        metavar="ACL",
+        help=f"a canned ACL (s3): {', '.join(CANNED_ACLS)}",
+    )
+    group.add_argument(
+        "--metadata",
+        type=_metadata_arg,
+        metavar="KEY=VALUE,...",
+        help="user metadata: key=value[,key=value...] or a JSON object",
+    )
+    group.add_argument("--cache-control", metavar="VALUE", help="the Cache-Control header")
+    group.add_argument(
+        "--content-encoding", metavar="VALUE", help="the Content-Encoding header (s3)"
+    )
+    group.add_argument(
+        "--content-disposition", metavar="VALUE", help="the Content-Disposition header"
+    )
+
+
+def _processes_arg(text: str) -> int:
+    """argparse ``type=`` of --processes: N >= 1, or ``auto`` (the number of cores)."""
+    if text == "auto":
+        return os.cpu_count() or 1
+    return positive_int(text)
+
+
+def _add_scale(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scale-out options (docs/scaling.md)")
+    group.add_argument(
+        "--processes",
+        type=_processes_arg,
+        metavar="N",
+        default=None,
+        help="run the transfer in N engines, one process each (auto: one per core; default 1)",
+    )
+    group.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        default=None,
+        help="run the transfer on Dask: a scheduler's address (tcp://host:8786), or local:N "
+        "for N worker processes here (needs: pip install 'synxfer[dask]')",
+    )
+    group.add_argument(
+        "--files-from",
+        metavar="FILE",
+        default=None,
+        help="transfer only the files named in FILE, one a line, relative to SRC and DST "
+        "(SRC<TAB>DST renames); each is compared as sync compares",
+    )
+
+
+def build_parser() -> Parser:
+    """The argparse parser of the ``synxfer`` command."""
+    parser = Parser(
+        prog="synxfer",
+        description="Fast, verifiable copies between local disk and object stores.",
+    )
+    parser.add_argument("--version", action="version", version=f"synxfer {__version__}")
+    _add_common(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    cp = sub.add_parser(
+        "cp",
+        help="copy a file or (with --recursive) a directory; always transfers",
+        description="Copy a local file or directory to a URL, or a URL to a local path.",
+    )
+    cp.add_argument("src", help="local path or URL")
+    cp.add_argument("dst", help="local path or URL")
+    cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
+    _add_filters(cp)
+    _add_output(cp)
+    _add_object_options(cp)
+    _add_scale(cp)
+    _add_common(cp, suppress=True)
+
+    sync = sub.add_parser(
+        "sync",
+        help="make a destination match a source, transferring only what changed",
+        description=(
+            "Transfer new and changed files from SRC to DST (a local directory and a "
+            "URL prefix, either way round). By default a file is changed when its "
+            "size differs or the source is newer."
+        ),
+    )
+    sync.add_argument("src", help="local directory or URL prefix")
+    sync.add_argument("dst", help="local directory or URL prefix")
+    sync.add_argument(
+        "--delete", action="store_true", help="delete destination files missing from the source"
+    )
+    sync.add_argument(
+        "--size-only", action="store_true", help="compare sizes only, ignoring timestamps"
+    )
+    sync.add_argument(
+        "--exact-timestamps",
+        action="store_true",
+        help="treat any timestamp difference as a change (not only a newer source)",
+    )
+    sync.add_argument(
+        "--checksum", action="store_true", help="compare content checksums instead of timestamps"
+    )
+    _add_filters(sync)
+    _add_output(sync)
+    _add_object_options(sync)
+    _add_scale(sync)
+    _add_common(sync, suppress=True)
+
+    mv = sub.add_parser(
+        "mv",
+        help="move a file or (with --recursive) a directory: copy, then delete the source",
+        description=(
+            "Copy like cp, then delete the source of each file whose copy completed "
+            "(and was checked against the checksums its source vouches for); a file that "
+            "failed keeps its source. Local to URL, URL to local, or URL to URL."
+        ),
+    )
+    mv.add_argument("src", help="local path or URL")
+    mv.add_argument("dst", help="local path or URL")
+    mv.add_argument("--recursive", action="store_true", help="move a whole directory or prefix")
+    _add_filters(mv)
+    _add_output(mv)
+    _add_object_options(mv)
+    _add_common(mv, suppress=True)
+
+    ls = sub.add_parser(
+        "ls",
+        help="list objects and prefixes under a URL",
+        description="List objects and common prefixes (PRE) under a URL.",
+    )
+    ls.add_argument("url", help="URL like s3://bucket/prefix/")
+    ls.add_argument("--recursive", action="store_true", help="list all keys under the prefix")
+    ls.add_argument("--json", action="store_true", help="print one JSON object per line")
+    ls.add_argument("--human-readable", action="store_true", help="show sizes in KiB, MiB, GiB")
+    ls.add_argument(
+        "--summarize", action="store_true", help="print the object count and total size at the end"
+    )
+    _add_common(ls, suppress=True)
+
+    rm = sub.add_parser(
+        "rm",
+        help="delete an object or (with --recursive) everything under a prefix",
+        description="Delete an object, or with --recursive every object under a prefix.",
+    )
+    rm.add_argument("url", help="URL like s3://bucket/key")
+    rm.add_argument("--recursive", action="store_true", help="delete everything under the prefix")
+    _add_filters(rm)
+    _add_output(rm)
+    _add_common(rm, suppress=True)
+
+    mb = sub.add_parser(
+        "mb",
+        help="make a bucket",
+        description="Create a bucket (s3, gs, scp). --region says where (S3: a "
+        "LocationConstraint unless us-east-1; GCS: a location such as US or EU).",
+    )
+    mb.add_argument("url", help="URL like s3://bucket")
+    mb.add_argument("--json", action="store_true", help="print a JSON object on stdout")
+    _add_common(mb, suppress=True)
+
+    rb = sub.add_parser(
+        "rb",
+        help="remove a bucket",
+        description="Delete an empty bucket (s3, gs, scp); with --force, delete every "
+        "object in it first.",
+    )
+    rb.add_argument("url", help="URL like s3://bucket")
+    rb.add_argument(
+        "--force", action="store_true", help="delete every object in the bucket, then the bucket"
+    )
+    _add_output(rb)
+    _add_common(rb, suppress=True)
+    return parser
+
+
+# --------------------------------------------------------------------------- helpers
