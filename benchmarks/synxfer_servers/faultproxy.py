@@ -102,11 +102,11 @@ proxy has read the whole request, head and body:
     reads other XML; ``ops={"get_object"}`` confines the fault to object
     bodies.
 
-Note that aiohttp (under aiobotocore) resends an idempotent request (GET,
-HEAD, PUT, DELETE) once by itself when its connection is reset or closed
-before a response: many ``reset``/``reset-after``/``truncate`` faults on such
-requests never reach the client's own retry logic, so its retry count is
-lower than :attr:`ProxyStats.faulted`.
+Note that HTTP clients resend a request by themselves when a reused
+connection was closed before any byte of the answer (aiohttp for idempotent
+requests; synxfer's S3 client once, on a connection that died while idle):
+such ``reset`` faults may never reach the caller's own retry logic, so its
+retry count can be lower than :attr:`ProxyStats.faulted`.
 
 **Plumbing.** Requests with ``Expect: 100-continue`` get ``HTTP/1.1 100
 Continue`` from the proxy itself and are forwarded without the ``Expect``
