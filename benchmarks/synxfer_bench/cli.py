@@ -150,7 +150,8 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
         help=(
             f"comma-separated tools, or 'all' ({', '.join(ALL_TOOLS)}); "
             "default: the scenario's (speed: synxfer,s5cmd,aws,rclone; others: all), "
-            "synxfer otherwise"
+            "synxfer otherwise; also by name only: synxfer-p1, synxfer-p2, synxfer-dask2 "
+            "(--processes 1/2, --dask local:2)"
         ),
     )
     where.add_argument(
@@ -442,7 +443,7 @@ def _scenario(args: argparse.Namespace, parser: Parser) -> tuple[Scenario, float
 
 
 def _tool_names(args: argparse.Namespace, parser: Parser, scenario: Scenario | None) -> list[str]:
-    from .tools import ALL_TOOLS
+    from .tools import ALL_TOOLS, KNOWN_TOOLS
 
     default = "synxfer"
     if args.scenario and scenario is not None:
@@ -453,8 +454,8 @@ def _tool_names(args: argparse.Namespace, parser: Parser, scenario: Scenario | N
         if not item:
             continue
         for name in ALL_TOOLS if item == "all" else (item,):
-            if name not in ALL_TOOLS:
-                parser.error(f"unknown tool {name!r} (known: {', '.join(ALL_TOOLS)}, or all)")
+            if name not in KNOWN_TOOLS:
+                parser.error(f"unknown tool {name!r} (known: {', '.join(KNOWN_TOOLS)}, or all)")
             if name not in names:
                 names.append(name)
     if not names:

@@ -31,7 +31,9 @@ from .targets import Target
 
 __all__ = [
     "ALL_TOOLS",
+    "KNOWN_TOOLS",
     "PEER_PACKAGES",
+    "SYNXFER_VARIANTS",
     "Boto3Tool",
     "Command",
     "Op",
@@ -46,6 +48,14 @@ __all__ = [
 
 #: ``--tools all``, in table order.
 ALL_TOOLS = ("synxfer", "synxfer-tuned", "aws", "s5cmd", "rclone", "boto3")
+#: synxfer scale-out variants (issue 12): name -> extra CLI flags. Only by name, not in ``all``.
+SYNXFER_VARIANTS: dict[str, tuple[str, ...]] = {
+    "synxfer-p1": ("--processes", "1"),
+    "synxfer-p2": ("--processes", "2"),
+    "synxfer-dask2": ("--dask", "local:2"),
+}
+#: Every name ``--tools`` accepts.
+KNOWN_TOOLS = (*ALL_TOOLS, *SYNXFER_VARIANTS)
 #: The tuned synxfer profile (``--max-threads``/``--max-files``/``--part-size`` override it).
 TUNED = {"max_threads": 8, "max_files": 16, "part_size": "32MiB"}
 #: What ``setup-peers`` installs: tool name -> pip requirement.
@@ -424,10 +434,12 @@ def make_tools(
             for key, value in profile.items():
                 options += [f"--{key.replace('_', '-')}", str(value)]
             tools.append(SynxferTool("synxfer-tuned", options))
+        elif name in SYNXFER_VARIANTS:
+            tools.append(SynxferTool(name, SYNXFER_VARIANTS[name]))
         elif name in _PEER_CLASSES:
             tools.append(_PEER_CLASSES[name](peers))
         else:
-            known = ", ".join(ALL_TOOLS)
+            known = ", ".join(KNOWN_TOOLS)
             raise ValueError(f"unknown tool {name!r} (known: {known}, or all)")
     return tools
 
