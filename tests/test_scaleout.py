@@ -615,3 +615,23 @@ def test_an_interrupted_multipart_upload_resumes_in_its_shard(
     assert summary["bytes_uploaded"] <= (8 - held) * PART + 8 * 50_000
     assert parts() == 0
     assert objects(moto, bkt, "r/")["big.bin"] == (src / "big.bin").read_bytes()
+
+
+def test_read_pins_takes_a_relative_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative --state-dir / XDG_CACHE_HOME: the shards' journals still open (as_uri needs
+    an absolute path; the bench harness's relative scratch dir found this)."""
+    import sqlite3
+
+    from synxfer._scaleout._shards import read_pins, shard_journal_dir
+
+    monkeypatch.chdir(tmp_path)
+    journal = shard_journal_dir("state", 1) / "journal.sqlite3"
+    journal.parent.mkdir(parents=True)
+    db = sqlite3.connect(journal)
+    db.executescript("CREATE TABLE uploads (dest TEXT); CREATE TABLE downloads (dest TEXT);")
+    db.execute("INSERT INTO downloads VALUES ('d/x')")
+    db.commit()
+    db.close()
+    assert read_pins("state", 2, ["d/x", "d/y"]) == [1, None]

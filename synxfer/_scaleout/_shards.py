@@ -181,7 +181,7 @@ def read_pins(state_dir: str | None, n: int, dests: Sequence[str]) -> list[int |
         if not path.exists():
             continue
         try:
-            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+            db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
             try:
                 rows = db.execute("SELECT dest FROM uploads UNION ALL SELECT dest FROM downloads")
                 for (dest,) in rows:
