@@ -101,12 +101,18 @@ def _run_in_worker(main: Callable[[], Awaitable[T]]) -> T:
             finished.set()
 
     thread = threading.Thread(target=worker, name="synxfer-blocking")
-    thread.start()
     try:
+        # Ctrl-C raises here from before the thread starts: a SIGINT that came
+        # between the start and the wait would otherwise go to the running
+        # loop's handler, which cannot interrupt this wait.
         with _ctrl_c_raises():
             try:
+                thread.start()
                 finished.wait()
             except BaseException:
+                if thread.ident is None:
+                    raise  # interrupted before the operation began
+
                 # Ctrl-C (or anything else raised in this thread while it
                 # waits): cancel the operation, let it clean up, re-raise. A
                 # second Ctrl-C while it cleans up is raised at once.

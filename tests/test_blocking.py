@@ -112,7 +112,7 @@ def test_plain_thread_runs_in_the_calling_thread(
 
 
 class _Stall(Layer):
-    """Puts never finish until cancelled; says when one started and when it was cancelled."""
+    """Puts stall (60 s at most) until cancelled; says when one started and when it was cancelled."""
 
     entered = threading.Event()
     cancelled = threading.Event()
@@ -121,10 +121,13 @@ class _Stall(Layer):
         if op in ("put", "create_multipart"):
             _Stall.entered.set()
             try:
-                await asyncio.sleep(3600)
+                # Bounded: a Ctrl-C that never reaches the call fails the test
+                # (no KeyboardInterrupt) instead of hanging the suite.
+                await asyncio.sleep(60)
             except asyncio.CancelledError:
                 _Stall.cancelled.set()
                 raise
+            raise RuntimeError("the stalled put was never cancelled")
         return await fn(*args)
 
 
