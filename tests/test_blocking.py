@@ -112,7 +112,7 @@ def test_plain_thread_runs_in_the_calling_thread(
 
 
 class _Stall(Layer):
-    """Puts stall (60 s at most) until cancelled; says when one started and when it was cancelled."""
+    """Puts stall (60 s at most) until cancelled; says when one started and was cancelled."""
 
     entered = threading.Event()
     cancelled = threading.Event()
