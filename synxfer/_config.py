@@ -120,6 +120,14 @@ class TransferConfig:
         Uploads without a ``write_options.content_type`` get the type
         :func:`mimetypes.guess_type` gives their file name, as aws-cli does
         (default on); off, they get none and the store's default applies.
+    ``compress`` / ``compress_level``
+        ``"zstd"``: uploads store each object zstd-compressed at
+        ``compress_level`` (1-22, default 3), with metadata saying so
+        (``synxfer-encoding``, ``synxfer-size``); downloads of such objects
+        are decompressed whatever this says, and sync compares by the
+        original size. None (default): objects are stored as they are. Needs
+        the ``zstandard`` package (``pip install 'synxfer[zstd]'``). See
+        docs/compression.md.
     """
 
     max_threads: int = field(default_factory=default_max_threads)
@@ -137,6 +145,8 @@ class TransferConfig:
     bwlimit: int = 0
     write_options: WriteOptions = field(default_factory=WriteOptions)
     guess_mime_type: bool = True
+    compress: str | None = None
+    compress_level: int = 3
 
     def __post_init__(self) -> None:
         if self.max_threads < 1:
@@ -157,6 +167,7 @@ class TransferConfig:
             raise ConfigError(
                 f"write_options must be a synxfer.WriteOptions (got {self.write_options!r})"
             )
+        _check_compress(self.compress, self.compress_level)
         if self.min_throughput < 0:
             raise ConfigError(f"min_throughput must be >= 0 (got {self.min_throughput})")
         if self.memory_budget < 0:
@@ -182,6 +193,34 @@ class TransferConfig:
             ):
                 derived["memory_budget"] = 0
         return replace(self, **{**derived, **changes})  # type: ignore[arg-type]
+
+
+#: What ``TransferConfig.compress`` takes, besides None.
+COMPRESSIONS = ("zstd",)
+
+
+def _check_compress(compress: str | None, level: int) -> None:
+    """ConfigError for an unknown compression, a level zstd has not, or a
+    missing zstandard package (``pip install 'synxfer[zstd]'``)."""
+    if compress is None:
+        return
+    if compress not in COMPRESSIONS:
+        raise ConfigError(
+            f"unknown compression {compress!r} (TransferConfig(compress=...)): "
+            f"use {', '.join(COMPRESSIONS)} or None"
+        )
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 22:
+        raise ConfigError(
+            f"compress_level must be an integer 1..22 (TransferConfig(compress_level=...)); "
+            f"got {level!r}"
+        )
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "zstd compression (TransferConfig(compress=...)) needs the zstandard package: "
+            "pip install 'synxfer[zstd]'"
+        ) from None
 
 
 def _size(n: int) -> str:
@@ -226,7 +265,7 @@ def check_capabilities(config: TransferConfig, caps: Capabilities, where: str) -
 
 
 #: Metadata keys synxfer writes itself (synxfer.engine.meta): not the user's to set.
-_RESERVED_METADATA = frozenset({"mtime", "synxfer-part-size"})
+_RESERVED_METADATA = frozenset({"mtime", "synxfer-part-size", "synxfer-encoding", "synxfer-size"})
 #: Characters of an HTTP header name (RFC 9110 token): S3 sends metadata as headers.
 _TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
@@ -267,7 +306,7 @@ def check_write_options(options: WriteOptions, caps: Capabilities, where: str) -
         if name.lower() in _RESERVED_METADATA:
             raise ConfigError(
                 f"metadata key {name!r} (WriteOptions(metadata=...)) is synxfer's own "
-                "(the source's time and part size): choose another name"
+                "(the source's time, part size, encoding and size): choose another name"
             )
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
             raise ConfigError(

@@ -12,6 +12,7 @@ from .._units import parse_rate, parse_size
 __all__ = [
     "FilterAction",
     "Parser",
+    "compress_level_arg",
     "positive_int",
     "rate_arg",
     "size_arg",
@@ -34,6 +35,17 @@ def rate_arg(text: str) -> int:
         return parse_rate(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def compress_level_arg(text: str) -> int:
+    """argparse ``type=`` of ``--compress-level``: zstd's levels, 1-22."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if not 1 <= value <= 22:
+        raise argparse.ArgumentTypeError(f"must be 1-22 (got {value})")
+    return value
 
 
 def positive_int(text: str) -> int:

@@ -79,6 +79,8 @@ _FLAGGED = frozenset(
         "cache_control",
         "content_encoding",
         "content_disposition",
+        "compress",
+        "compress_level",
     }
 )
 _FLAG_OF = {"endpoints": "endpoint", "guess_mime_type": "no-guess-mime-type"}

@@ -14,6 +14,7 @@ from ._args import (
     FilterAction,
     Parser,
     backend_option_arg,
+    compress_level_arg,
     endpoint_arg,
     positive_int,
     rate_arg,
@@ -265,6 +266,21 @@ def _add_object_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--content-disposition", metavar="VALUE", help="the Content-Disposition header"
+    )
+    group.add_argument(
+        "--compress",
+        choices=("zstd",),
+        default=None,
+        help="store uploaded objects zstd-compressed, with metadata saying so; downloads "
+        "decompress them whatever this says (docs/compression.md; needs: pip install "
+        "'synxfer[zstd]')",
+    )
+    group.add_argument(
+        "--compress-level",
+        type=compress_level_arg,
+        metavar="N",
+        default=None,
+        help="the zstd level of --compress, 1-22 (default 3)",
     )
 
 

@@ -174,7 +174,16 @@ _OBJECT_OPTIONS = (
 def _config(args: argparse.Namespace) -> TransferConfig | None:
     changes: dict[str, Any] = {
         name: getattr(args, name)
-        for name in ("max_threads", "max_files", "part_size", "state_dir", "processes", "bwlimit")
+        for name in (
+            "max_threads",
+            "max_files",
+            "part_size",
+            "state_dir",
+            "processes",
+            "bwlimit",
+            "compress",
+            "compress_level",
+        )
         if getattr(args, name, None) is not None
     }
     if not args.resume:

@@ -16,6 +16,13 @@ newer than the destination):
 ``--size-only`` compares sizes; ``--exact-timestamps`` copies same-size files
 whose times differ at all; ``--checksum`` compares content hashes (S3-style
 MD5 ETags, reading the local file once to hash it).
+
+An object synxfer stored compressed (``synxfer-encoding``) compares by its
+original size (``synxfer-size``). A listing without metadata (S3's) shows
+the compressed size: an upload with ``compress`` on settles a size that
+differs with a HEAD, and a download skips a file that was downloaded from
+that very object (its tag) before looking at sizes. ``--checksum`` cannot
+compare a compressed object's hash with a file's: it copies.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 
 from .._models import ObjectInfo
 from ..backend import Backend
+from .compress import is_compressed, original_size
 from .core import Engine
 from .localtree import LocalEntry
 from .meta import same_mtime, stored_mtime, stored_part_size
@@ -63,6 +71,7 @@ class Check(enum.Enum):
     NEWER = "newer"  # copy if the stored mtime is newer (or absent)
     EXACT = "exact"  # copy if the times differ
     CONTENT = "content"  # copy if the hashes differ
+    SIZE = "size"  # copy if the (original) sizes differ
 
 
 COPY = "copy"
@@ -77,18 +86,38 @@ def _remote_time_ns(info: ObjectInfo) -> int | None:
     return None if info.mtime is None else int(info.mtime * _NS)
 
 
+_SIZE_CHECK = {
+    Compare.SIZE_ONLY: Check.SIZE,
+    Compare.EXACT_TIMESTAMPS: Check.EXACT,
+    Compare.CHECKSUM: Check.CONTENT,
+}
+
+
 def decide(
-    mode: Compare, local: LocalEntry | None, remote: ObjectInfo | None, upload: bool
+    mode: Compare,
+    local: LocalEntry | None,
+    remote: ObjectInfo | None,
+    upload: bool,
+    *,
+    compressed: bool = False,
 ) -> Decision:
-    """Copy, skip, or a check needing a HEAD, for one pair of files."""
+    """Copy, skip, or a check needing a HEAD, for one pair of files.
+
+    ``compressed``: the upload stores objects compressed, so a listed size
+    (the stored one) that differs from the file's is settled by a HEAD,
+    whose metadata gives the original size.
+    """
     if mode is Compare.ALWAYS or local is None or remote is None:
         return COPY
-    if local.size != remote.size:
+    if not upload and local.tag is not None and local.tag == remote.etag:
+        # This very object was downloaded here and the file is untouched since
+        # (a compressed object's listed size is not the file's: before sizes).
+        return SKIP
+    if local.size != original_size(remote):
+        if compressed and upload and not is_compressed(remote):
+            return _SIZE_CHECK.get(mode, Check.NEWER)
         return COPY
     if mode is Compare.SIZE_ONLY:
-        return SKIP
-    if not upload and local.tag is not None and local.tag == remote.etag:
-        # This very object was downloaded here and the file is untouched since.
         return SKIP
     if mode is Compare.CHECKSUM:
         return Check.CONTENT
@@ -151,9 +180,13 @@ async def resolve(
 ) -> bool:
     """Settle a check with a HEAD (and a local hash for CONTENT): True = copy."""
     info = await backend.stat(key)
-    if info.size != local.size:
+    if original_size(info) != local.size:
         return True
+    if check is Check.SIZE:
+        return False
     if check is Check.CONTENT:
+        if is_compressed(info):
+            return True  # the stored hash is the compressed bytes': copy to be sure
         return await _content_differs(engine, backend, local, info)
     remote_ns = _remote_time_ns(info)
     if remote_ns is None:

@@ -106,6 +106,7 @@ async def plan_upload(
     filters, mode, delete = args.filters, args.mode, args.delete
     walked = await walk_local(engine, root, args.follow_symlinks)
     remote = await list_remote(backend, prefix) if mode is not Compare.ALWAYS or delete else {}
+    compressed = engine.config.compress is not None
     jobs: list[Job] = []
     present: set[str] = set()
     protected: list[str] = []  # rel paths whose remote copies must not be deleted
@@ -121,7 +122,7 @@ async def plan_upload(
             continue
         present.add(item.rel)
         key = prefix + item.rel
-        decision = decide(mode, item, remote.get(item.rel), upload=True)
+        decision = decide(mode, item, remote.get(item.rel), upload=True, compressed=compressed)
         job = UploadJob(item.path, backend, key, item.size, local=item)
         if decision == SKIP:
             engine.skipped(run, job)

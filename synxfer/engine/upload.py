@@ -19,6 +19,7 @@ from pathlib import Path
 from .._exceptions import NotFound, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, WriteOptions
 from ..backend import Backend, Capabilities
+from .compress import upload_compressed
 from .core import Engine
 from .localfile import LocalFile, identity, read_whole_file
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
@@ -54,6 +55,10 @@ async def upload_path(
     ``options`` are the object's options (None: ``TransferConfig.write_options``);
     without a content type there, the file name's is guessed unless
     ``TransferConfig.guess_mime_type`` is off.
+
+    With ``TransferConfig.compress`` set, the object is stored compressed
+    (:func:`.compress.upload_compressed`) and the bytes sent are the
+    compressed ones.
     """
     caps = backend.capabilities
     cfg = engine.config
@@ -64,6 +69,8 @@ async def upload_path(
         if not mimetypes.inited:
             await scheduler.io(mimetypes.init)  # reads the system's tables once
         guessed = guess_content_type(path.name)
+    if cfg.compress is not None:
+        return await upload_compressed(engine, path, backend, key, base, guessed)
     if size is not None and not _multipart(size, cfg.multipart_threshold, caps):
         sent = await _put_whole(engine, path, backend, key, size, base, guessed)
         if sent is not None:

@@ -1,0 +1,556 @@
+"""Objects stored zstd-compressed (``TransferConfig(compress="zstd")``, ``--compress zstd``).
+
+An upload with ``compress`` set stores the file's bytes as one zstd frame
+(with zstd's content checksum, XXH64 of the original bytes) and says so in
+the object's metadata:
+
+``synxfer-encoding``
+    ``zstd``.
+``synxfer-size``
+    The original file's size in bytes (the object's size is the compressed one).
+
+beside the usual ``mtime`` and ``synxfer-part-size`` (the part size of the
+*stored* bytes, which the download's checks line up on). The compressed
+stream is cut into parts by size as it is produced -- every part but the
+last is exactly the part size, as S3 requires (>= 5 MiB) -- not compressed
+per raw part. The whole stream fits one part: it goes in one request.
+
+Compression runs in worker threads, one part at a time and in order (the
+stream is sequential); each part is read from the file, compressed into a
+pooled buffer the scheduler lent it, and checksummed in one thread call.
+Parts then go up concurrently. Each raw byte is read once; memory is the
+parts in flight (the scheduler's budget) plus one compressor's state (a few
+MiB at the default level 3) per file in flight.
+
+A download of an object carrying ``synxfer-encoding: zstd`` fetches the
+stored bytes with the usual checks (:mod:`.verify`) and, in the same
+worker-thread call that hashes each range, decompresses it into the temp
+file, in order. Output beyond ``synxfer-size`` stops it at once; at the end
+the stored bytes' checksum, zstd's own checksum of the original and the
+size must all agree, and only then is the temp file renamed into place. A
+compressed upload or download does not resume from a journal: it starts
+again (its parts follow from the compressed stream, not the file's offsets).
+
+``zstandard`` is the ``zstd`` extra (``pip install 'synxfer[zstd]'``;
+docs/decisions/0011-zstd-compression.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .._exceptions import ConfigError, IntegrityError, SourceChangedError
+from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
+from .._retry import retrying
+from ..backend import Backend, Checksum, ChecksumAlgorithm
+from .checksums import new_hash
+from .core import Engine
+from .localfile import LocalFile, identity, pwrite_all, source_changed, temp_path_for
+from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, upload_options
+from .parts import Part, checksum_of, plan_part_size
+from .scheduler import Lease
+from .verify import Plan, Sums, unit_value
+
+__all__ = [
+    "COMPRESSIONS",
+    "DEFAULT_LEVEL",
+    "ENCODING_KEY",
+    "ORIGINAL_SIZE_KEY",
+    "ZSTD",
+    "Undecodable",
+    "download_compressed",
+    "is_compressed",
+    "original_size",
+    "require_zstd",
+    "stored_encoding",
+    "upload_compressed",
+    "write_decompressed",
+]
+
+ENCODING_KEY = "synxfer-encoding"
+ORIGINAL_SIZE_KEY = "synxfer-size"
+ZSTD = "zstd"
+#: The values ``TransferConfig.compress`` takes (besides None).
+COMPRESSIONS = (ZSTD,)
+DEFAULT_LEVEL = 3
+
+#: Raw bytes read from the file per read call while compressing.
+_READ_SIZE = 1 << 20
+#: Decompressed bytes written per write call.
+_WRITE_SIZE = 1 << 20
+
+_INSTALL_HINT = "pip install 'synxfer[zstd]'"
+
+
+def require_zstd(what: str = "zstd compression (TransferConfig(compress=...))") -> ModuleType:
+    """The ``zstandard`` module, or :class:`ConfigError` naming ``what`` needs it."""
+    try:
+        import zstandard
+    except ImportError:
+        raise ConfigError(f"{what} needs the zstandard package: {_INSTALL_HINT}") from None
+    return zstandard
+
+
+def stored_encoding(metadata: Mapping[str, str]) -> str | None:
+    """The ``synxfer-encoding`` an object's metadata names, lowercased; None without one."""
+    value = metadata.get(ENCODING_KEY)
+    return value.strip().lower() if value else None
+
+
+def is_compressed(info: ObjectInfo) -> bool:
+    """Whether ``info``'s metadata says synxfer stored it compressed (listings
+    without metadata say nothing: False)."""
+    return stored_encoding(info.metadata) is not None
+
+
+def original_size(info: ObjectInfo) -> int:
+    """The size of the file ``info`` stands for: ``synxfer-size`` for an object
+    synxfer stored compressed (when its metadata is known), else its size."""
+    if not is_compressed(info):
+        return info.size
+    value = info.metadata.get(ORIGINAL_SIZE_KEY, "").strip()
+    return int(value) if value.isdigit() else info.size
+
+
+def _expected_size(url: str, info: ObjectInfo) -> int:
+    """``synxfer-size`` of a compressed object, or IntegrityError if it has none."""
+    encoding = stored_encoding(info.metadata)
+    if encoding != ZSTD:
+        raise IntegrityError(
+            f"{url} is stored with {ENCODING_KEY}: {encoding}, which this synxfer cannot "
+            "decode; nothing was written"
+        )
+    value = info.metadata.get(ORIGINAL_SIZE_KEY, "").strip()
+    if not value.isdigit():
+        raise IntegrityError(
+            f"{url} is stored zstd-compressed but its {ORIGINAL_SIZE_KEY} metadata is "
+            f"missing or not a number ({value!r}); nothing was written"
+        )
+    return int(value)
+
+
+# -- upload -----------------------------------------------------------------------
+
+
+class _Reader:
+    """The file's bytes from offset 0, by positional reads, counted."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.offset = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = os.pread(self.fd, _READ_SIZE if n < 0 else n, self.offset)
+        self.offset += len(data)
+        return data
+
+
+class _Compressing:
+    """One file's zstd stream. Its methods block: call them from worker
+    threads, one at a time (the engine calls them in part order)."""
+
+    def __init__(self, zstd: ModuleType, fd: int, size: int, level: int) -> None:
+        self.source = _Reader(fd)
+        compressor = zstd.ZstdCompressor(level=level, write_checksum=True)
+        self.stream = compressor.stream_reader(self.source, size=size, read_size=_READ_SIZE)
+        self.eof = False
+
+    def fill(
+        self, buf: memoryview, algorithm: ChecksumAlgorithm | None
+    ) -> tuple[bytes | bytearray, Checksum | None]:
+        """The next compressed bytes, up to ``len(buf)``, and their checksum.
+
+        A full part is ``buf``'s own bytearray (no copy); the stream's short
+        last piece is copied out (``bytes``, at most one part) since backends
+        take whole buffers.
+        """
+        view = memoryview(buf)
+        n = 0
+        while n < len(view):
+            got = self.stream.readinto(view[n:])
+            if not got:
+                self.eof = True
+                break
+            n += got
+        checksum = checksum_of(algorithm, view[:n])
+        obj = view.obj
+        if n == len(view) and isinstance(obj, bytearray) and len(obj) == n:
+            return obj, checksum
+        return bytes(view[:n]), checksum
+
+
+async def upload_compressed(
+    engine: Engine,
+    path: Path,
+    backend: Backend,
+    key: str,
+    options: WriteOptions,
+    content_type: str | None,
+) -> int:
+    """Upload ``path`` to ``key`` zstd-compressed; returns the bytes sent (compressed).
+
+    The file's identity is taken when it is opened and checked after its
+    last byte is read, before the object is committed (as uploads do).
+    """
+    cfg = engine.config
+    scheduler = engine.scheduler
+    caps = backend.capabilities
+    zstd = require_zstd()
+    level = cfg.compress_level
+    algorithm = caps.part_checksum
+    f = await LocalFile.open(path, os.O_RDONLY, scheduler.executor)
+    try:
+        st = await f.fstat()
+        size = st.st_size
+        before = identity(st)
+        # zstd's worst case for incompressible data is a little above the input.
+        bound = size + (size >> 7) + (1 << 17)
+        part_size = plan_part_size(bound, cfg.part_size, caps) if caps.multipart else bound
+        comp = _Compressing(zstd, f.fd, size, level)
+        metadata = {
+            MTIME_KEY: format_mtime(st.st_mtime_ns),
+            ENCODING_KEY: ZSTD,
+            ORIGINAL_SIZE_KEY: str(size),
+        }
+
+        async def check_unchanged() -> None:
+            now = identity(await f.fstat())
+            try:
+                on_disk = await scheduler.io(os.stat, path)
+            except FileNotFoundError:
+                on_disk = None
+            if (
+                now != before
+                or comp.source.offset != size
+                or on_disk is None
+                or identity(on_disk)[:2] != before[:2]
+            ):
+                raise source_changed(path)
+
+        async with scheduler.reserve(part_size) as first:
+            data, checksum = await scheduler.io_holding(comp.fill, first.view(), algorithm)
+            if comp.eof and len(data) <= caps.max_single_put:
+                metadata[PART_SIZE_KEY] = "0"
+                await check_unchanged()
+                opts = upload_options(options, metadata, content_type)
+                await backend.put(key, data, opts, checksum)
+                engine.progress(len(data), "up")
+                return len(data)
+            if not caps.multipart:
+                raise ConfigError(
+                    f"{path} compressed is more than {backend.url('')} takes in one "
+                    f"request ({caps.max_single_put} bytes)"
+                )
+            metadata[PART_SIZE_KEY] = str(part_size)
+            opts = upload_options(options, metadata, content_type)
+            upload = await backend.create_multipart(key, opts)
+            try:
+                done = [await backend.upload_part(upload, 1, data, checksum)]
+                engine.progress(len(data), "up")
+            except BaseException:
+                await _abort(backend, upload)
+                raise
+        try:
+            sent = len(data) + await _send_rest(engine, comp, backend, upload, part_size, done)
+            await check_unchanged()
+            await backend.complete_multipart(upload, sorted(done, key=_number))
+        except BaseException:
+            await _abort(backend, upload)
+            raise
+        return sent
+    finally:
+        await f.close()
+
+
+async def _abort(backend: Backend, upload: MultipartUpload) -> None:
+    from .upload import abort_upload  # upload imports this module
+
+    await abort_upload(backend, upload)
+
+
+def _number(part: CompletedPart) -> int:
+    return part.number
+
+
+async def _send_rest(
+    engine: Engine,
+    comp: _Compressing,
+    backend: Backend,
+    upload: MultipartUpload,
+    part_size: int,
+    done: list[CompletedPart],
+) -> int:
+    """Parts 2.. of the stream; returns their bytes.
+
+    The scheduler reserves each part's memory before its task exists; the
+    parts are filled in order (each waits for the one before), then sent
+    concurrently. The stream's length is not known ahead, so parts are
+    offered while it has not ended: the few offered past its end find it
+    ended and send nothing.
+    """
+    algorithm = backend.capabilities.part_checksum
+    scheduler = engine.scheduler
+    sent = 0
+    turns: dict[int, asyncio.Event] = {1: asyncio.Event()}
+    turns[1].set()
+
+    def parts() -> Any:
+        index = 1
+        while not comp.eof:
+            turns[index + 1] = asyncio.Event()
+            yield Part(index, index * part_size, part_size)
+            index += 1
+
+    async def send(part: Part, lease: Lease) -> CompletedPart | None:
+        await turns[part.index].wait()
+        try:
+            if comp.eof:
+                return None
+            data, checksum = await scheduler.io_holding(comp.fill, lease.view(), algorithm)
+        finally:
+            turns[part.index + 1].set()
+        if not data:
+            return None  # the stream ended exactly at the previous part's end
+        return await backend.upload_part(upload, part.number, data, checksum)
+
+    async def sent_part(part: Part, result: CompletedPart | None) -> None:
+        nonlocal sent
+        if result is not None:
+            done.append(result)
+            sent += result.size
+            engine.progress(result.size, "up")
+
+    try:
+        await scheduler.map_parts(parts(), send, sent_part)
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, SourceChangedError):
+            raise leaf from None
+        raise
+    return sent
+
+
+# -- download -----------------------------------------------------------------------
+
+
+class _Sink:
+    """Decompressed bytes into ``fd`` from offset 0, refusing more than ``limit``."""
+
+    def __init__(self, fd: int, limit: int, url: str) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.url = url
+        self.written = 0
+
+    def write(self, data: Any) -> int:
+        n = len(data)
+        if self.written + n > self.limit:
+            raise IntegrityError(
+                f"{self.url} decompresses to more than its {ORIGINAL_SIZE_KEY} ({self.limit} bytes)"
+            )
+        pwrite_all(self.fd, data, self.written)
+        self.written += n
+        return n
+
+
+class Undecodable(Exception):
+    """Stored bytes that match their checksum yet do not decode to the file
+    their metadata describes: fetching them again cannot help (not retried)."""
+
+    def __init__(self, error: IntegrityError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Decompressing:
+    """One download's zstd stream into its temp file (worker threads, in order).
+
+    The first error (a corrupt stream, output beyond ``synxfer-size``) stops
+    the decompression and is kept; :meth:`finish` raises it, after the
+    caller has checked the stored bytes (whose mismatch is retried first).
+    """
+
+    def __init__(self, zstd: ModuleType, fd: int, limit: int, url: str) -> None:
+        self.zstd = zstd
+        self.url = url
+        self.sink = _Sink(fd, limit, url)
+        self.writer = zstd.ZstdDecompressor().stream_writer(
+            self.sink, write_size=_WRITE_SIZE, closefd=False
+        )
+        self.error: IntegrityError | None = None
+
+    def feed(self, data: memoryview) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.writer.write(data)
+        except IntegrityError as exc:
+            self.error = exc
+        except self.zstd.ZstdError as exc:
+            self.error = IntegrityError(f"{self.url}: the stored zstd stream is corrupt ({exc})")
+
+    def finish(self) -> None:
+        """Raise :class:`Undecodable` unless the stream decoded whole (zstd
+        checks its own checksum of the original) to exactly ``synxfer-size``."""
+        if self.error is None:
+            self.writer.flush()
+            if self.sink.written != self.sink.limit:
+                self.error = IntegrityError(
+                    f"{self.url} decompressed to {self.sink.written} bytes, not its "
+                    f"{ORIGINAL_SIZE_KEY} of {self.sink.limit} (a truncated stream)"
+                )
+        if self.error is not None:
+            raise Undecodable(self.error)
+
+
+def write_decompressed(
+    dest: Path,
+    tmp: Path,
+    data: memoryview,
+    *,
+    info: ObjectInfo,
+    url: str,
+    exclusive: bool,
+    check: Callable[[memoryview], None] | None,
+    mtime_ns: int | None,
+    etag: str | None,
+) -> None:
+    """:func:`.localfile.write_whole_file` for a compressed object held whole
+    in ``data``: ``check`` the stored bytes first, then decompress into
+    ``tmp``, check the size, tag, rename. ONE blocking call (a worker
+    thread); on any failure ``tmp`` is removed."""
+    from .localfile import _finish, open_creating_parents
+
+    zstd = require_zstd(f"{url} is stored zstd-compressed: downloading it")
+    limit = _expected_size(url, info)
+    if check is not None:
+        check(data)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = open_creating_parents(tmp, flags)
+    try:
+        try:
+            out = _Decompressing(zstd, fd, limit, url)
+            out.feed(data)
+            out.finish()
+            _finish(fd, mtime_ns, etag)
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+async def download_compressed(
+    engine: Engine,
+    backend: Backend,
+    key: str,
+    dest: Path,
+    info: ObjectInfo,
+    p: Plan,
+    if_match: str | None,
+) -> tuple[int, bool]:
+    """A compressed object fetched in the ranges of ``p`` (planned for the
+    checksum it is verified against), decompressed in order into a temp
+    file beside ``dest``, renamed in only when the stored bytes' checksum,
+    zstd's checksum and ``synxfer-size`` agree. Data that does not is
+    fetched again (the whole stream) under the retry policy. Returns the
+    stored bytes fetched and whether they were verified."""
+    scheduler = engine.scheduler
+    url = backend.url(key)
+    zstd = require_zstd(f"{url} is stored zstd-compressed: downloading it")
+    limit = _expected_size(url, info)
+    kind = p.kind
+    tmp = temp_path_for(dest)
+    f = await LocalFile.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, scheduler.executor, parents=True
+    )
+    fetched = 0
+    attempts = 0
+    committed = False
+    try:
+
+        async def one_pass() -> None:
+            nonlocal fetched, attempts
+            attempts += 1
+            sums = Sums(p)
+            await scheduler.io(os.ftruncate, f.fd, 0)
+            out = _Decompressing(zstd, f.fd, limit, url)
+            turns = {part.index: asyncio.Event() for part in p.ranges}
+
+            def consume(part: Part, data: memoryview) -> int | bytes | None:
+                value: int | bytes | None = None
+                if p.chained:
+                    unit = p.unit_of[part.index]
+                    if p.units[unit][0] == part.index:
+                        assert kind is not None
+                        sums.hashers[unit] = new_hash(kind)
+                    hasher = sums.hashers[unit]
+                    hasher.update(data)
+                    if p.last_of_unit(part.index):
+                        value = hasher.digest()
+                else:
+                    value = unit_value(kind, data)
+                out.feed(data)
+                return value
+
+            async def fetch(part: Part, lease: Lease) -> int | bytes | None:
+                view = lease.view()
+                await backend.read_into(key, part.offset, view, if_match=if_match)
+                if part.index > 0:
+                    await turns[part.index - 1].wait()
+                try:
+                    return await scheduler.io_holding(consume, part, view)
+                finally:
+                    turns[part.index].set()
+
+            async def fetched_part(part: Part, value: int | bytes | None) -> None:
+                nonlocal fetched
+                fetched += part.length
+                if p.last_of_unit(part.index):
+                    sums.record(p.unit_of[part.index], value)
+                engine.progress(part.length, "down")
+
+            try:
+                await scheduler.map_parts(p.ranges, fetch, fetched_part)
+            except BaseExceptionGroup as group:
+                mismatch = group.subgroup(IntegrityError)
+                if mismatch is not None and mismatch.exceptions:
+                    leaf: BaseException = mismatch
+                    while isinstance(leaf, BaseExceptionGroup):
+                        leaf = leaf.exceptions[0]
+                    raise leaf from None
+                raise
+            if p.exp is not None:
+                await scheduler.io(sums.check, url)
+            await scheduler.io(out.finish)
+
+        policy = retrying(engine.config.retry, "download", IntegrityError, engine.on_retry)
+        try:
+            await policy(one_pass)
+        except Undecodable as bad:
+            raise IntegrityError(f"{bad.error}; nothing was written to {dest}") from None
+        except IntegrityError as exc:
+            how = f"; {attempts} attempts" if attempts > 1 else ""
+            raise IntegrityError(f"{exc}{how}; nothing was written to {dest}") from None
+        from .download import _mtime_ns
+
+        await f.finish(_mtime_ns(info), info.etag)
+        await f.close()
+        await scheduler.io(os.replace, tmp, dest)
+        committed = True
+        return fetched, p.exp is not None or backend.capabilities.verified_reads
+    finally:
+        if not committed:
+            await f.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
