@@ -66,6 +66,30 @@ def _scale(text: str) -> float:
     return value
 
 
+def threads_arg(text: str) -> tuple[int, ...]:
+    """``--threads 6,25,50,100``: distinct positive thread counts, in the order given."""
+    values: list[int] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"invalid thread count {item!r} in --threads {text!r}: expected integers "
+                "like 6,25,50,100"
+            ) from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"invalid thread count {item!r} in --threads {text!r}: must be >= 1"
+            )
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise argparse.ArgumentTypeError(f"--threads {text!r}: no thread counts given")
+    return tuple(values)
+
+
 def _price(text: str) -> float:
     try:
         value = float(text)
@@ -123,6 +147,18 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
             "scenarios: multiply each row's bytes by this (counts and sizes shrink together; "
             "default: the scenario's own, see the docs); --quick/--rows: multiply file sizes, "
             "counts stay (default 1)"
+        ),
+    )
+    what.add_argument(
+        "--threads",
+        type=threads_arg,
+        metavar="N,N,...",
+        help=(
+            "thread sweep: run every row once per value (e.g. 6,25,50,100), each tool at its "
+            "equivalent knob: synxfer --max-threads N, aws max_concurrent_requests N (generated "
+            "config), s5cmd --numworkers/--concurrency N, rclone --transfers/"
+            "--s3-upload-concurrency/--multi-thread-streams N, boto3 max_concurrency N; "
+            "replaces a row's own sweep"
         ),
     )
     what.add_argument(
@@ -420,7 +456,19 @@ def _point_at_docs() -> None:
 
 
 def _scenario(args: argparse.Namespace, parser: Parser) -> tuple[Scenario, float, bool]:
-    """The scenario (rows selected and scaled), its scale, and whether data is per scenario."""
+    """The scenario (rows selected and scaled), its scale, and whether data is per scenario.
+
+    ``--threads`` becomes every row's sweep (replacing the row's own).
+    """
+    scenario, scale, per_scenario = _scenario_rows(args)
+    threads = getattr(args, "threads", None)
+    if threads:
+        rows = tuple(dataclasses.replace(r, sweep=tuple(threads)) for r in scenario.rows)
+        scenario = dataclasses.replace(scenario, rows=rows)
+    return scenario, scale, per_scenario
+
+
+def _scenario_rows(args: argparse.Namespace) -> tuple[Scenario, float, bool]:
     if args.scenario:
         scenario = SCENARIOS[args.scenario]
         scale = scenario.default_scale if args.scale is None else args.scale
@@ -748,6 +796,7 @@ def _main(argv: Sequence[str] | None) -> int:
         and args.tools in (None, "synxfer")
         and args.repeat is None
         and args.out is None
+        and args.threads is None
     )
     if legacy:
         return _run_quick(args)

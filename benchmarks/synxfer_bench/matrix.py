@@ -12,8 +12,15 @@ What a row measures depends on its case:
 
 * ``transfer``: ``upload`` (and ``download`` of what was uploaded, when the
   scenario measures downloads);
-* ``periodic-sync``: ``sync`` of the data set, then ``resync`` after 5 % of
-  the files changed (1 KiB longer each, so skipping one shows);
+* ``periodic-sync``: three rounds of ``sync`` to the same prefix: ``sync``
+  (round 1, the initial sync), ``resync`` after 5 % of the files changed
+  (1 KiB longer each, so skipping one shows) and ``resync2`` after another,
+  different 5 % changed. Each round records, beside its time, what it
+  moved: the objects it (re)wrote -- new keys, a new ETag or a newer
+  LastModified than before the round, from the bench's own listing -- and
+  their bytes (before a round the bench waits until the server's clock has
+  passed the previous round's last write by a second, so a rewrite always
+  shows in LastModified);
 * ``copy``: ``copy`` from the target to the row's ``copy_to`` URL (synxfer
   only; the hook for cross-cloud rows).
 
@@ -36,6 +43,7 @@ import dataclasses
 import datetime as _dt
 import errno
 import os
+import random
 import re
 import shutil
 import statistics
@@ -46,14 +54,18 @@ from pathlib import Path
 from typing import Any
 
 from .datagen import (
+    CHANGED_GROWTH,
+    changed_files,
     compression_ratio,
     ensure_changed_copy,
     ensure_row_data,
+    expected_files,
     expected_sizes,
     row_data_dir,
     scenario_data_dir,
 )
 from .measure import Timeline, TimelineSample, run_measured
+from .resources import ResourceRecord, ResourceSampler
 from .runner import BenchError, Measurement
 from .scenarios import GCS_EMULATOR, SCENARIOS, Row, Scenario, human_size, row_label
 from .targets import Target, UrlTarget
@@ -151,6 +163,11 @@ class Sample:
     end: float = 0.0
     #: The run failed because the disk was full (see :func:`disk_full_reason`).
     disk_full: bool = False
+    #: Per-second machine rows and the tool's threads (:mod:`.resources`).
+    resources: ResourceRecord | None = None
+    #: Sync rounds: objects the round (re)wrote and their bytes (None: not measured).
+    moved_files: int | None = None
+    moved_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -175,6 +192,9 @@ class Sample:
             "timeline_start": round(self.start, 2),
             "timeline_end": round(self.end, 2),
             "disk_full": self.disk_full,
+            "resources": None if self.resources is None else self.resources.to_dict(),
+            "moved_files": self.moved_files,
+            "moved_bytes": self.moved_bytes,
         }
 
 
@@ -200,9 +220,13 @@ class MatrixResult:
     disk: dict[str, int] = field(default_factory=dict)
 
 
+#: The rounds of a periodic-sync row, in order (round 1 is the initial sync).
+SYNC_ROUNDS = ("sync", "resync", "resync2")
+
+
 def _directions(scenario: Scenario, row: Row) -> tuple[str, ...]:
     if row.case == "periodic-sync":
-        return ("sync", "resync")
+        return SYNC_ROUNDS
     if row.case == "copy":
         return ("copy",)
     return scenario.directions
@@ -220,8 +244,8 @@ def disk_needed(plan: RunPlan, *, server_factor: float = 0.0) -> tuple[int, dict
     largest = largest_down = 0
     for row in plan.rows:
         size = row.total_bytes
-        if row.case == "periodic-sync":
-            size += len(expected_sizes(row)) // 20 * (row.size + 1024)
+        if row.case == "periodic-sync":  # two changed copies: 5 % rewritten each
+            size += 2 * (len(expected_sizes(row)) // 20 + 1) * (row.size + 2 * CHANGED_GROWTH)
         largest = max(largest, size)
         if "download" in _directions(plan.scenario, row):
             largest_down = max(largest_down, row.total_bytes)
@@ -262,6 +286,74 @@ def _verify(sample: Sample, found: dict[str, int], want: dict[str, int]) -> None
         )
 
 
+def second_changes(row: Row) -> list[str]:
+    """The files round 3 of a periodic-sync row changes: another 5 %, not round 2's."""
+    names = expected_files(row)
+    first = set(changed_files(row))
+    picked = [n for n in names[10::20] if n not in first]
+    if not picked:
+        picked = [n for n in names if n not in first][:1] or names[:1]
+    return picked
+
+
+def round_sizes(row: Row, round_: int) -> dict[str, int]:
+    """``{path: size}`` a periodic-sync row holds after round ``round_`` (1, 2 or 3)."""
+    if round_ <= 1:
+        return expected_sizes(row)
+    sizes = expected_sizes(row, changed=True)
+    if round_ >= 3:
+        for rel in second_changes(row):
+            sizes[rel] += CHANGED_GROWTH
+    return sizes
+
+
+def ensure_second_change(changed: Path, row: Row, *, seed: int = 0) -> tuple[Path, bool]:
+    """Round 3's copy: round 2's copy (hard links) with :func:`second_changes` rewritten.
+
+    Lives beside it as ``<src>.changed2``; the rewritten files are
+    :data:`CHANGED_GROWTH` longer and newer, the others keep their content
+    and mtime, so a sync tool sees exactly them as changed.
+    """
+    dst = changed.with_name(changed.name + "2")
+    want = round_sizes(row, 3)
+    if dst.is_dir() and _local_files(dst) == want:
+        return dst, False
+    if dst.exists():
+        shutil.rmtree(dst)
+    again = set(second_changes(row))
+    for index, rel in enumerate(expected_files(row)):
+        path = dst / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rel in again:
+            rng = random.Random(f"changed2:{seed}:{row.name}:{index}")
+            path.write_bytes(rng.randbytes(want[rel]))
+        else:
+            try:
+                os.link(changed / rel, path)
+            except OSError:
+                shutil.copy2(changed / rel, path)
+    return dst, True
+
+
+#: A listing for per-round accounting: key -> (size, ETag, LastModified as a POSIX time).
+Listing = dict[str, tuple[int, str, float]]
+
+
+def moved_since(before: Listing, after: Listing) -> tuple[int, int]:
+    """Objects (re)written between two listings, and their bytes.
+
+    New keys, a changed ETag or a newer LastModified count; an object
+    rewritten with the same bytes keeps its ETag but not its LastModified.
+    """
+    files = nbytes = 0
+    for key, (size, etag, stamp) in after.items():
+        old = before.get(key)
+        if old is None or old[1] != etag or stamp > old[2]:
+            files += 1
+            nbytes += size
+    return files, nbytes
+
+
 def _redact(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret:
@@ -279,6 +371,8 @@ class _Runner:
     ) -> None:
         self.plan = plan
         self.target = target
+        if plan.scenario.synxfer_scheme and target.local:
+            target.scheme = plan.scenario.synxfer_scheme  # synxfer's URLs; peers: s3://
         self.tools = list(tools)
         self.log = log
         self.scratch = plan.work_dir / "scratch"
@@ -287,9 +381,45 @@ class _Runner:
         self.result = MatrixResult(
             plan, target.describe(), [t.describe() for t in tools if not t.missing()]
         )
+        self.result.notes.extend(plan.scenario.notes)
         self._skips_noted: set[tuple[str, str, str]] = set()
         #: Directories of data this run generated (removed at the end unless keep).
         self.generated: list[Path] = []
+        #: The listing after the last sync round, per prefix (per-round accounting).
+        self._listings: dict[str, Listing] = {}
+
+    def _listing(self, prefix: str) -> Listing | None:
+        """Every object under ``prefix`` with its ETag and LastModified (S3 servers only)."""
+        try:
+            admin = self.target.admin  # type: ignore[attr-defined]
+            bucket = self.target.bucket
+            full = self.target.base_prefix + prefix
+        except (AttributeError, RuntimeError):
+            return None
+
+        async def collect() -> Listing:
+            out: Listing = {}
+            paginator = admin.client.get_paginator("list_objects_v2")
+            async for page in paginator.paginate(Bucket=bucket, Prefix=full):
+                for item in page.get("Contents", []):
+                    out[item["Key"][len(full) :]] = (
+                        int(item["Size"]),
+                        str(item.get("ETag", "")),
+                        item["LastModified"].timestamp(),
+                    )
+            return out
+
+        result: Listing = self._run_coro(collect())
+        return result
+
+    def _settle(self, prefix: str) -> None:
+        """Wait until now is a second past the prefix's newest LastModified (not measured)."""
+        newest = max(
+            (stamp for _s, _e, stamp in self._listings.get(prefix, {}).values()), default=0
+        )
+        wait = newest + 1.05 - time.time()
+        if wait > 0:
+            time.sleep(min(wait, 2.5))
 
     def _run_coro(self, coro: Any) -> Any:
         return self.target.run(coro)
@@ -311,9 +441,15 @@ class _Runner:
         scratch.mkdir(parents=True, exist_ok=True)
         command = tool.command(op, self.target, scratch)
         self.timeline.label = f"{row.name} {tool.label} {direction}"
+        rounds = direction in SYNC_ROUNDS
+        if rounds and direction != "sync":
+            self._settle(op.prefix)
         s0 = self.target.server_cpu()
         sample.start = self.timeline.elapsed
-        stats = run_measured(command.argv, env=command.env, timeout=self.plan.timeout)
+        stats = run_measured(
+            command.argv, env=command.env, timeout=self.plan.timeout, sampler=ResourceSampler()
+        )
+        sample.resources = stats.resources
         sample.end = self.timeline.elapsed
         self.timeline.label = ""
         s1 = self.target.server_cpu()
@@ -335,6 +471,11 @@ class _Runner:
             found = _local_files(op.local) if op.local.exists() else {}
         elif direction == "copy":
             found = self._list_url(op.copy_to)
+        elif rounds and (listing := self._listing(op.prefix)) is not None:
+            found = {key: size for key, (size, _e, _t) in listing.items()}
+            before = {} if direction == "sync" else self._listings.get(op.prefix, {})
+            sample.moved_files, sample.moved_bytes = moved_since(before, listing)
+            self._listings[op.prefix] = listing
         else:
             found = self._run_coro(self.target.list_prefix(op.prefix))
         _verify(sample, found, want)
@@ -350,6 +491,11 @@ class _Runner:
             f"    {tool.label:14} {direction:8} {sample.seconds:8.2f}s {rate:8.1f} MiB/s "
             f"CPU {sample.cpu_user + sample.cpu_system:6.2f}s "
             f"RSS {human_size(sample.peak_rss):>8}"
+            + (
+                f" moved {sample.moved_files} files, {human_size(sample.moved_bytes)}"
+                if sample.moved_bytes is not None
+                else ""
+            )
             + ("" if sample.ok else f"  FAILED: {sample.error}")
         )
         if full is not None:
@@ -449,6 +595,7 @@ class _Runner:
             ),
             "sync": Op("sync", prefix, src, concurrency),
             "resync": Op("sync", prefix, None, concurrency),
+            "resync2": Op("sync", prefix, None, concurrency),
             "copy": Op("copy", prefix, None, concurrency, copy_to=row.copy_to + prefix),
         }
         # Downloads need what the tool uploaded first, measured as the upload.
@@ -474,12 +621,16 @@ class _Runner:
                     if op.local.exists():
                         shutil.rmtree(op.local)
                     op.local.mkdir(parents=True)
-                if direction == "resync":
+                if direction in ("resync", "resync2"):
                     changed, generated = ensure_changed_copy(src, row, seed=self.plan.seed)
                     if generated:
                         self.generated.append(changed)
+                    if direction == "resync2":
+                        changed, generated = ensure_second_change(changed, row, seed=self.plan.seed)
+                        if generated:
+                            self.generated.append(changed)
                     op = Op("sync", prefix, changed, concurrency)
-                    want = expected_sizes(row, changed=True)
+                    want = round_sizes(row, SYNC_ROUNDS.index(direction) + 1)
                 if direction == "copy":
                     self._stage(src, prefix)
                 sample = self._step(tool, row, direction, op, rep, want)
@@ -490,6 +641,7 @@ class _Runner:
                         self.result.samples.append(failed)
                     return
         finally:
+            self._listings.pop(prefix, None)
             self._cleanup(prefix, out)
 
     # -- everything
@@ -577,7 +729,7 @@ def summarize(
     """One :class:`Measurement` per (row, concurrency, tool, direction): medians of the runs."""
     order_rows = {r.name: i for i, r in enumerate(rows)}
     order_tools = {t.label: i for i, t in enumerate(tools)}
-    order_dirs = {d: i for i, d in enumerate(("upload", "download", "sync", "resync", "copy"))}
+    order_dirs = {d: i for i, d in enumerate(("upload", "download", *SYNC_ROUNDS, "copy"))}
     groups: dict[tuple[str, int | None, str, str], list[Sample]] = {}
     for s in samples:
         groups.setdefault((s.row, s.concurrency, s.tool, s.direction), []).append(s)
@@ -607,6 +759,10 @@ def summarize(
             m.verified_files = good[0].verified_files
             m.verified_bytes = good[0].verified_bytes
             m.verified = len(good) == len(runs)
+            moved = [s for s in good if s.moved_bytes is not None and s.moved_files is not None]
+            if moved:
+                m.moved_files = round(statistics.median(s.moved_files or 0 for s in moved))
+                m.moved_bytes = round(statistics.median(s.moved_bytes or 0 for s in moved))
         bad = [s for s in runs if not s.ok]
         full = [s for s in bad if s.disk_full]
         if full:
@@ -672,6 +828,8 @@ def load_result(data: dict[str, Any]) -> MatrixResult:
         m.seconds_min = _opt_float(d.get("seconds_min"))
         m.seconds_max = _opt_float(d.get("seconds_max"))
         m.peak_rss = d.get("peak_rss")
+        m.moved_files = d.get("moved_files")
+        m.moved_bytes = d.get("moved_bytes")
         result.measurements.append(m)
     sizes = {(m.row, m.direction): (m.files, m.bytes) for m in result.measurements}
     for d in data.get("samples", []):
@@ -697,6 +855,10 @@ def load_result(data: dict[str, Any]) -> MatrixResult:
         sample.start = _num(d.get("timeline_start"))
         sample.end = _num(d.get("timeline_end"))
         sample.disk_full = bool(d.get("disk_full"))
+        if d.get("resources"):
+            sample.resources = ResourceRecord.from_dict(d["resources"])
+        sample.moved_files = d.get("moved_files")
+        sample.moved_bytes = d.get("moved_bytes")
         result.samples.append(sample)
     for d in data.get("timeline", []):
         result.timeline.append(

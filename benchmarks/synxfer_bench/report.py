@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from synxfer import __version__
 
+from .resources import report_section
 from .runner import Measurement
 from .scenarios import human_size
 from .scenarios import row_label as scenario_row_label
@@ -248,6 +249,9 @@ def _cell(m: Measurement | None, metric: str) -> str:
     raise ValueError(metric)
 
 
+_ALL = object()
+
+
 def pivot(
     measurements: Sequence[Measurement],
     direction: str,
@@ -255,17 +259,22 @@ def pivot(
     tools: Sequence[str],
     skipped: Sequence[str] = (),
     rows: Sequence[Mapping[str, object]] = (),
+    threads: int | object | None = _ALL,
 ) -> tuple[list[str], list[list[str]]]:
     """Rows = test, columns = tools (the Synapse client's table shape).
 
     Tools in ``skipped`` (not installed) show ``skipped`` in every cell.
+    ``threads``: only the measurements at that thread count (a sweep's
+    group; the labels then leave ``c=N`` out).
     """
     index: dict[tuple[str, str], Measurement] = {}
     labels: list[str] = []
     for m in measurements:
         if m.direction != direction:
             continue
-        label = row_label(m, rows)
+        if threads is not _ALL and m.concurrency != threads:
+            continue
+        label = row_label(m, rows) if threads is _ALL else row_label(_plain(m), rows)
         if label not in labels:
             labels.append(label)
         index[(label, m.tool)] = m
@@ -278,6 +287,32 @@ def pivot(
         for label in labels
     ]
     return header, body
+
+
+def _plain(m: Measurement) -> Measurement:
+    """``m`` without its thread count (for a table that is one thread count's group)."""
+    if m.concurrency is None:
+        return m
+    copy = Measurement(m.tool, m.row, m.direction, m.files, m.bytes)
+    copy.label = m.label
+    return copy
+
+
+def thread_counts(measurements: Sequence[Measurement]) -> list[int | None]:
+    """The thread counts of a sweep, ascending (``[None]`` when there was no sweep)."""
+    found = sorted({m.concurrency for m in measurements if m.concurrency is not None})
+    out: list[int | None] = list(found)
+    if not found or any(m.concurrency is None for m in measurements):
+        out.insert(0, None)
+    return out
+
+
+def _group_title(threads: int | None) -> str:
+    return "" if threads is None else f"{threads} threads: "
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f}"
 
 
 def _text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -562,12 +597,23 @@ class ScenarioReport:
         ]
         if r.aborted:
             parts.append(f"STOPPED EARLY: {r.aborted}")
-        for direction in self.directions:
-            for metric, title in (("seconds", "seconds"), ("cpu_per_gib", "client CPU s/GiB")):
-                header, body = pivot(
-                    r.measurements, direction, metric, tools, r.skipped_tools, r.rows
-                )
-                parts.append(f"\n{direction}: {title}\n{_text_table(header, body)}")
+        for threads in thread_counts(r.measurements):
+            for direction in self.directions:
+                for metric, title in (("seconds", "seconds"), ("cpu_per_gib", "client CPU s/GiB")):
+                    header, body = pivot(
+                        r.measurements, direction, metric, tools, r.skipped_tools, r.rows, threads
+                    )
+                    if body:
+                        parts.append(
+                            f"\n{_group_title(threads)}{direction}: {title}\n"
+                            + _text_table(header, body)
+                        )
+        rounds = self._rounds_table()
+        if rounds[1]:
+            parts.append(
+                "\nperiodic sync, per round (moved = objects the round (re)wrote)\n"
+                + _text_table(*rounds)
+            )
         header, body = self._summary_table()
         if body:
             keep = [0, *range(1, len(tools) + 2), len(header) - 1]
@@ -641,16 +687,32 @@ class ScenarioReport:
                 "",
                 _md_table(header, body),
             ]
-        for direction in self.directions:
-            lines += ["", f"## {direction.capitalize()}"]
-            for metric, title in _METRICS:
-                shown = "range" if metric == "seconds" else metric
-                header, body = pivot(
-                    r.measurements, direction, shown, tools, r.skipped_tools, r.rows
-                )
-                if metric == "seconds":
-                    title += " (min-max)"
-                lines += ["", f"**{title}**", "", _md_table(header, body)]
+        lines += self._rounds_section()
+        lines += self._seed_section()
+        groups = thread_counts(r.measurements)
+        if groups != [None]:
+            lines += [
+                "",
+                "Thread sweep: every row ran once per thread count; each tool got its own knob "
+                "(see *Tools*). The tables below are grouped by thread count.",
+            ]
+        for threads in groups:
+            if threads is not None:
+                lines += ["", f"## {threads} threads"]
+            for direction in self.directions:
+                head = "###" if threads is not None else "##"
+                section: list[str] = []
+                for metric, title in _METRICS:
+                    shown = "range" if metric == "seconds" else metric
+                    header, body = pivot(
+                        r.measurements, direction, shown, tools, r.skipped_tools, r.rows, threads
+                    )
+                    if metric == "seconds":
+                        title += " (min-max)"
+                    if body:
+                        section += ["", f"**{title}**", "", _md_table(header, body)]
+                if section:
+                    lines += ["", f"{head} {direction.capitalize()}", *section]
         lines += self._cost_section()
         lines += ["", "## Rows", ""]
         header = ["row (as labelled)", "seed row", "moved", "files", "bytes", "data",
@@ -670,14 +732,20 @@ class ScenarioReport:
         ]
         lines += [_md_table(header, body)]
         lines += ["", "## Tools", ""]
-        header = ["tool", "version", "how"]
+        header = ["tool", "version", "how", "a thread count N sets"]
         body = [
-            [str(t["name"]), str(t.get("version")), str(t.get("options") or t.get("path") or "")]
+            [
+                str(t["name"]),
+                str(t.get("version")),
+                str(t.get("options") or t.get("path") or ""),
+                str(t.get("threads_knob") or "-"),
+            ]
             for t in r.tools
         ]
-        body += [[t, "-", "not installed: skipped"] for t in r.skipped_tools]
+        body += [[t, "-", "not installed: skipped", "-"] for t in r.skipped_tools]
         lines += [_md_table(header, body)]
         lines += self._runs_section()
+        lines += report_section(r.samples, {str(i["name"]): _info_label(i) for i in r.rows})
         if r.notes:
             lines += ["", "## Notes", ""] + [f"* {n}" for n in r.notes]
         failures = [
@@ -712,6 +780,103 @@ class ScenarioReport:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
 
+    def _rounds_table(self) -> tuple[list[str], list[list[str]]]:
+        """Periodic sync per round and tool: time, what moved, and aws s3 sync's time over it."""
+        from .matrix import SYNC_ROUNDS
+
+        header = ["row", "round", "tool", "seconds", "files moved", "MiB moved",
+                  "files/s", "MiB/s (moved)", "vs aws s3 sync (aws s / tool s)"]  # fmt: skip
+        body: list[list[str]] = []
+        index: dict[tuple[str, str], dict[str, Measurement]] = {}
+        for each in self.result.measurements:
+            if each.direction in SYNC_ROUNDS:
+                index.setdefault((self.label(each), each.direction), {})[each.tool] = each
+        for (label, direction), tools in index.items():
+            aws = tools.get("aws")
+            number = SYNC_ROUNDS.index(direction) + 1
+            what = "initial sync" if number == 1 else "after 5 % changed"
+            for tool in self.tool_names:
+                m = tools.get(tool)
+                if m is None:
+                    continue
+                if not m.ok:
+                    body.append([label, f"{number} ({what})", tool, _failed_cell(m)] + ["-"] * 5)
+                    continue
+                rate = m.moved_files / m.seconds if m.moved_files and m.seconds else 0.0
+                mib = (m.moved_bytes or 0) / 2**20 / m.seconds if m.seconds else 0.0
+                versus = (
+                    f"{aws.seconds / m.seconds:.2f}" if aws is not None and aws.ok and m.seconds
+                    else "-"
+                )  # fmt: skip
+                body.append(
+                    [
+                        label,
+                        f"{number} ({what})",
+                        tool,
+                        f"{m.seconds:.2f}",
+                        "-" if m.moved_files is None else str(m.moved_files),
+                        _mib(m.moved_bytes),
+                        f"{rate:.1f}" if m.moved_files is not None else "-",
+                        f"{mib:.1f}" if m.moved_bytes is not None else "-",
+                        versus,
+                    ]
+                )
+        return header, body
+
+    def _rounds_section(self) -> list[str]:
+        header, body = self._rounds_table()
+        if not body:
+            return []
+        return [
+            "",
+            "## Periodic sync, per round",
+            "",
+            "Each tool syncs the data set to a fresh prefix (round 1), then syncs a copy in "
+            "which 5 % of the files changed (1 KiB longer; round 2), then another copy in "
+            "which a different 5 % changed (round 3), to the same prefix. *Moved*: the "
+            "objects the round (re)wrote -- new keys, a new ETag or a newer LastModified in "
+            "the bench's own listing before and after the round -- and their bytes; a tool "
+            "that re-sends unchanged files shows it here. Rates are over what moved. "
+            "*vs aws s3 sync*: aws-cli's seconds for the round over the tool's (> 1: faster "
+            "than `aws s3 sync`).",
+            "",
+            _md_table(header, body),
+        ]
+
+    def _seed_section(self) -> list[str]:
+        """aws-cli's study (003) shape: per row and tool, files, time, files/s, MiB/s."""
+        if self.result.plan.scenario.name != "awscli":
+            return []
+        header = ["row", "direction", "tool", "files", "time s", "file rate files/s",
+                  "throughput MiB/s"]  # fmt: skip
+        body: list[list[str]] = []
+        for m in self.result.measurements:
+            if m.direction not in ("upload", "download"):
+                continue
+            ok = m.ok
+            body.append(
+                [
+                    self.label(m),
+                    m.direction,
+                    m.tool,
+                    str(m.files),
+                    f"{m.seconds:.2f}" if ok else _failed_cell(m),
+                    f"{m.files_per_s:.1f}" if ok else "-",
+                    f"{m.mib_per_s:.1f}" if ok else "-",
+                ]
+            )
+        if not body:
+            return []
+        return [
+            "",
+            "## The seed's columns",
+            "",
+            "As aws-cli's study (003) prints them: files, time (median wall seconds, start-up "
+            "included), file rate and throughput of the median run.",
+            "",
+            _md_table(header, body),
+        ]
+
     def _runs_section(self) -> list[str]:
         """Every run in the order it ran: wall time, client and server CPU, peak RSS."""
         samples = sorted(self.result.samples, key=lambda s: (s.start, s.end))
@@ -719,7 +884,7 @@ class ScenarioReport:
             return []
         rows = self.result.rows
         header = ["row", "direction", "round", "tool", "seconds", "client CPU s",
-                  "server CPU s", "peak RSS MiB", "ok"]  # fmt: skip
+                  "server CPU s", "peak RSS MiB", "moved files / MiB", "ok"]  # fmt: skip
         body = []
         for s in samples:
             info = next((i for i in rows if i.get("name") == s.row), None)
@@ -736,6 +901,7 @@ class ScenarioReport:
                     f"{s.cpu_user + s.cpu_system:.2f}",
                     "-" if s.server_cpu is None else f"{s.server_cpu:.2f}",
                     f"{s.peak_rss / 2**20:.0f}",
+                    "-" if s.moved_files is None else f"{s.moved_files} / {_mib(s.moved_bytes)}",
                     "yes" if s.ok else ("DISK FULL" if s.disk_full else "NO"),
                 ]
             )

@@ -281,6 +281,9 @@ class Measurement:
     peak_rss: int | None = None
     #: What the row moved, for tables (``100x10.2KiB (nominal: 100x1MiB, scale 0.01)``).
     label: str = ""
+    #: Sync rounds: objects the round (re)wrote and their bytes (median; None: not measured).
+    moved_files: int | None = None
+    moved_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -322,6 +325,8 @@ class Measurement:
             "seconds_max": None if self.seconds_max is None else round(self.seconds_max, 6),
             "peak_rss": self.peak_rss,
             "label": self.label or self.row,
+            "moved_files": self.moved_files,
+            "moved_bytes": self.moved_bytes,
         }
 
 

