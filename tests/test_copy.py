@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 from collections.abc import Callable
@@ -12,6 +13,7 @@ import boto3
 import pytest
 
 import synxfer
+from synxfer import MiB
 from synxfer.layers import Layer
 
 from .conftest import PART, SMALL, tree
@@ -37,22 +39,37 @@ def bucket2(s3_endpoint: str) -> str:
     return name
 
 
-async def test_sync_between_buckets_streams_and_keeps_times(
-    client: synxfer.Client,
+class Streamed(Layer):
+    """Claims no copy scope, so copies between two buckets are streamed."""
+
+    def copy_scope(self) -> object | None:
+        return None
+
+
+async def test_sync_between_buckets_streamed_keeps_times(
     bucket: str,
     bucket2: str,
     make_tree: Callable[..., Path],
     s3_endpoint: str,
     tmp_path: Path,
 ) -> None:
+    """Forced to stream (no copy scope), two buckets: every byte read once
+    and written once, times kept, a second sync copies nothing."""
     src = make_tree(FILES)
-    await client.sync_to(src, f"s3://{bucket}/p")
-    r = await client.sync(f"s3://{bucket}/p", f"s3://{bucket2}/q")
-    assert r.ok, r.failures
-    assert r.files_transferred == len(FILES)
-    total = sum(FILES.values())
-    # Streamed through memory: every byte read once and written once.
-    assert (r.bytes_downloaded, r.bytes_uploaded) == (total, total)
+    client = synxfer.Client(SMALL, endpoint_url=s3_endpoint, layers=[Streamed])
+    async with client:
+        await client.sync_to(src, f"s3://{bucket}/p")
+        r = await client.sync(f"s3://{bucket}/p", f"s3://{bucket2}/q")
+        assert r.ok, r.failures
+        assert r.files_transferred == len(FILES)
+        total = sum(FILES.values())
+        assert (r.bytes_downloaded, r.bytes_uploaded) == (total, total)
+        await _same_objects_times_and_delete(client, bucket, bucket2, src, s3_endpoint, tmp_path)
+
+
+async def _same_objects_times_and_delete(
+    client: synxfer.Client, bucket: str, bucket2: str, src: Path, s3_endpoint: str, tmp_path: Path
+) -> None:
     assert _objects(s3_endpoint, bucket2, "q/") == _objects(s3_endpoint, bucket, "p/")
     # The source mtime travelled with the copy.
     await client.sync_from(f"s3://{bucket2}/q", tmp_path / "back")
@@ -105,7 +122,7 @@ async def test_streamed_copy_stays_within_the_memory_budget(
 ) -> None:
     src = make_tree({"big": 6 * PART})
     config = SMALL.evolve(max_threads=4, memory_budget=2 * PART)
-    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=[Streamed]) as c:
         await c.sync_to(src, f"s3://{bucket}/p")
         c._engine.scheduler.budget.peak = 0
         r = await c.sync(f"s3://{bucket}/p", f"s3://{bucket2}/p")
@@ -125,22 +142,125 @@ async def test_copy_checks_the_stream_against_the_source_checksum(
     async with synxfer.Client(SMALL, endpoint_url=s3_endpoint) as c:
         await c.sync_to(src, f"s3://{bucket}/p")
 
-    class Vouch(Layer):
+    class Vouch(Streamed):
         async def _call(self, op: str, fn: Any, *args: Any) -> Any:
             result = await fn(*args)
             wrong = base64.b64encode((real ^ 1).to_bytes(4, "big")).decode()
-            if isinstance(result, synxfer.ReadResult):
-                info = dataclasses.replace(result.info, checksums={"crc32c": wrong})
-                return synxfer.ReadResult(result.data, info)
+            if isinstance(result, synxfer.ObjectInfo) and op in ("stat", "read_into"):
+                return dataclasses.replace(result, checksums={"crc32c": wrong})
             return result
 
     def wrap(b: synxfer.Backend) -> synxfer.Backend:
         return Vouch(b) if b.bucket == bucket else b
 
-    async with synxfer.Client(SMALL, endpoint_url=s3_endpoint, layers=[wrap]) as c:
+    config = SMALL.evolve(retry=synxfer.RetryPolicy(attempts=3, initial_delay=0.01))
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=[wrap]) as c:
         r = await c.sync(f"s3://{bucket}/p", f"s3://{bucket2}/p")
     assert r.files_failed == 1
-    assert "CRC32C" in r.failures[0].error
+    error = r.failures[0].error
+    assert f"s3://{bucket}/p/x" in error
+    assert "does not match the object's CRC32C" in error
+    # Read twice, the same both times: fetching again cannot help.
+    assert "the data came back the same in 2 attempts" in error
+    assert f"nothing was written to s3://{bucket2}/p/x" in error
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     assert s3.list_objects_v2(Bucket=bucket2).get("KeyCount", 0) == 0
     assert s3.list_multipart_uploads(Bucket=bucket2).get("Uploads", []) == []
+
+
+def _s3_backend(backend: synxfer.Backend) -> Any:
+    """The S3 backend under a client's layers."""
+    while isinstance(backend, Layer):
+        backend = backend.inner
+    return backend
+
+
+async def test_copy_between_buckets_of_one_endpoint_is_server_side(
+    bucket: str, bucket2: str, make_tree: Callable[..., Path], s3_endpoint: str, tmp_path: Path
+) -> None:
+    """Two buckets, one endpoint, the same credentials: CopyObject for small
+    objects and UploadPartCopy for a big one (CopyObject's limit lowered to
+    reach it), no GET of any body; metadata, content type and mtime kept.
+    One request slot (max_threads=1) is enough: the engine holds none around
+    the copy, each request takes its own."""
+    from synxfer_servers.faultproxy import FaultProxy
+
+    src = make_tree(FILES)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.put_object(
+        Bucket=bucket,
+        Key="p/foreign.json",
+        Body=b"{}",
+        ContentType="application/x-mine",
+        Metadata={"owner": "alice", "mtime": "1700000000.5"},
+    )
+    async with FaultProxy(s3_endpoint, rate=0.0) as proxy:
+        config = SMALL.evolve(max_threads=1)
+        async with synxfer.Client(config, endpoint_url=proxy.url) as client:
+            await client.sync_to(src, f"s3://{bucket}/p")
+            dst, _ = await client.backend(f"s3://{bucket2}/")
+            _s3_backend(dst).max_copy_size = 6 * MiB  # stand-in for CopyObject's 5 GiB
+            _s3_backend(dst).copy_part_size = 5 * MiB
+            before = proxy.snapshot()
+            r = await asyncio.wait_for(client.sync(f"s3://{bucket}/p", f"s3://{bucket2}/q"), 60)
+            ops = proxy.snapshot().ops - before.ops
+            assert r.ok, r.failures
+            assert r.files_transferred == len(FILES) + 1
+            assert (r.bytes_downloaded, r.bytes_uploaded) == (0, 0)
+            assert ops["get_object"] == 0, ops
+            assert ops["copy_object"] == len(FILES)  # b.bin is over the lowered limit
+            assert ops["upload_part"] == 3  # 2 * PART + 17 in 5 MiB part copies
+            assert ops["put_object"] == 0
+            assert _objects(s3_endpoint, bucket2, "q/") == _objects(s3_endpoint, bucket, "p/")
+            for key in ("a.txt", "d/b.bin", "foreign.json"):
+                a = s3.head_object(Bucket=bucket, Key=f"p/{key}")
+                b = s3.head_object(Bucket=bucket2, Key=f"q/{key}")
+                assert b["Metadata"] == a["Metadata"], key
+                assert b["ContentType"] == a["ContentType"], key
+            assert s3.head_object(Bucket=bucket2, Key="q/foreign.json")["Metadata"] == {
+                "owner": "alice",
+                "mtime": "1700000000.5",
+            }
+            s3.delete_object(Bucket=bucket, Key="p/foreign.json")
+            s3.delete_object(Bucket=bucket2, Key="q/foreign.json")
+            await _same_objects_times_and_delete(
+                client, bucket, bucket2, src, s3_endpoint, tmp_path
+            )
+
+
+async def test_server_side_copy_gives_a_timeless_source_its_time(
+    client: synxfer.Client, bucket: str, bucket2: str, s3_endpoint: str
+) -> None:
+    """An object with no stored mtime: its copy (server-side, another bucket)
+    carries the source's Last-Modified as its mtime, with the other metadata."""
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", Metadata={"a": "1"})
+    modified = s3.head_object(Bucket=bucket, Key="k")["LastModified"].timestamp()
+    assert (await client.copy(f"s3://{bucket}/k", f"s3://{bucket2}/k")).ok
+    meta = s3.head_object(Bucket=bucket2, Key="k")["Metadata"]
+    assert meta["a"] == "1"
+    assert float(meta["mtime"]) == modified
+
+
+async def test_copy_scope_is_endpoint_and_credentials(s3_endpoint: str) -> None:
+    """Two S3 buckets share a scope (server-side copies between them) only on
+    the same endpoint, region and credential source."""
+    from synxfer_s3 import S3Backend
+
+    def backend(bucket: str, **kw: Any) -> S3Backend:
+        return S3Backend(bucket, synxfer.BackendOptions(**{"endpoint_url": s3_endpoint, **kw}))
+
+    closed = backend("a")
+    assert closed.copy_scope() is None  # not open yet: nothing to compare
+    async with (
+        backend("a") as a,
+        backend("b") as b,
+        backend("c", endpoint_url="http://127.0.0.1:9") as other_endpoint,
+        backend("d", region="eu-west-1") as other_region,
+        backend("e", extra={"anonymous": "true"}) as unsigned,
+    ):
+        assert a.copy_scope() is not None
+        assert a.copy_scope() == b.copy_scope()
+        for other in (other_endpoint, other_region, unsigned):
+            assert a.copy_scope() != other.copy_scope()
+        assert "testing" not in repr(a.copy_scope())  # no credential in it

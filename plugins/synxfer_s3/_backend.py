@@ -497,7 +497,30 @@ class S3Backend(Backend):
         parts at a time. ``copy`` is in ``capabilities.fan_out``: each request
         it sends takes a slot of ``options.requests`` (see :mod:`._copy`).
         """
-        return await copy_object(self, src_key, dst_key, options)
+        return await copy_object(self, self.bucket, src_key, dst_key, options)
+
+    def copy_scope(self) -> object | None:
+        """The endpoint, signing region, credential source (profile; unsigned
+        or not) and request-payer setting of this backend, once open: two S3
+        buckets served alike copy server-side (:meth:`copy_from`). No secret
+        is held here (credentials are resolved by the wire, per request)."""
+        if self._wire is None:
+            return None
+        return (
+            type(self),
+            self.endpoint_url,
+            self.region,
+            self.options.profile,
+            self.anonymous,
+            self.request_payer,
+        )
+
+    async def copy_from(
+        self, src_bucket: str, src_key: str, dst_key: str, options: WriteOptions
+    ) -> ObjectInfo:
+        """Server-side copy from another bucket of the same :meth:`copy_scope`
+        (CopyObject, or UploadPartCopy in parts), as :meth:`copy`."""
+        return await copy_object(self, src_bucket, src_key, dst_key, options)
 
     # -- multipart ---------------------------------------------------------------
 

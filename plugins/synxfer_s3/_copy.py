@@ -1,5 +1,8 @@
 """Server-side copy: CopyObject, or UploadPartCopy in parts for big objects.
 
+The source is in the backend's bucket (``copy``) or in another bucket the
+same endpoint serves with the same credentials (``copy_from``).
+
 ``copy`` is in the S3 backend's ``capabilities.fan_out``: the scheduler
 holds no request slot around it, and every request sent here (the HEAD of
 the source, CopyObject or create / each UploadPartCopy / complete / abort)
@@ -21,12 +24,16 @@ __all__ = ["copy_object"]
 
 
 async def copy_object(
-    backend: S3Backend, src_key: str, dst_key: str, options: WriteOptions
+    backend: S3Backend, src_bucket: str, src_key: str, dst_key: str, options: WriteOptions
 ) -> ObjectInfo:
-    """Copy ``src_key`` to ``dst_key`` in ``backend``'s bucket (see ``S3Backend.copy``)."""
+    """Copy ``src_key`` of ``src_bucket`` to ``dst_key`` in ``backend``'s bucket
+    (see ``S3Backend.copy`` and ``S3Backend.copy_from``)."""
     requests = backend.options.requests
     async with requests.slot():
-        src = await backend.stat(src_key)
+        if src_bucket == backend.bucket:
+            src = await backend.stat(src_key)
+        else:
+            src = await backend.wire.head_object(src_bucket, src_key)
     # Stored headers (metadata, content type, Cache-Control...) are replaced
     # when any is given; storage class, encryption and ACL apply either way.
     replace = bool(
@@ -40,12 +47,12 @@ async def copy_object(
     content_type = options.content_type if replace else src.content_type
     if src.size > backend.max_copy_size:
         given = dataclasses.replace(options, metadata=metadata, content_type=content_type)
-        return await _copy_in_parts(backend, src, dst_key, given)
+        return await _copy_in_parts(backend, src_bucket, src, dst_key, given)
     async with requests.slot():
         result = await backend.wire.copy_object(
             backend.bucket,
             dst_key,
-            backend.bucket,
+            src_bucket,
             src_key,
             if_match=src.etag,
             metadata=metadata,
@@ -64,7 +71,7 @@ async def copy_object(
 
 
 async def _copy_in_parts(
-    backend: S3Backend, src: ObjectInfo, dst_key: str, options: WriteOptions
+    backend: S3Backend, src_bucket: str, src: ObjectInfo, dst_key: str, options: WriteOptions
 ) -> ObjectInfo:
     part_size = backend.copy_part_size_for(src.size)
     requests = backend.options.requests  # one slot per request (see the module docstring)
@@ -82,7 +89,7 @@ async def _copy_in_parts(
                 dst_key,
                 upload.upload_id,
                 number,
-                bucket,
+                src_bucket,
                 src.key,
                 first=first,
                 last=last,

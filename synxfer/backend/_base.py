@@ -262,6 +262,27 @@ class Backend(abc.ABC):
         """Server-side copy within this bucket (if ``server_side_copy``)."""
         raise NotImplementedError(f"{type(self).__name__} has no server-side copy")
 
+    def copy_scope(self) -> object | None:
+        """Who serves this bucket, as far as server-side copies go, or None.
+
+        Two backends whose scopes are equal (and not None) reach the same
+        service, at the same endpoint, with the same credentials: the
+        destination's :meth:`copy_from` then copies from the other's bucket
+        without a byte crossing the client. The value is compared, never
+        shown, and must hold no secret. None (the default): server-side
+        copies within this bucket only (:meth:`copy`).
+        """
+        return None
+
+    async def copy_from(
+        self, src_bucket: str, src_key: str, dst_key: str, options: WriteOptions
+    ) -> ObjectInfo:
+        """Server-side copy of ``src_key`` in ``src_bucket`` (a bucket of a backend
+        with the same :meth:`copy_scope`) to ``dst_key`` here, as :meth:`copy`
+        does within a bucket. Its operation name is ``"copy"`` (layers,
+        ``Capabilities.fan_out``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no server-side copy across buckets")
+
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
         """Start a multipart upload (if ``multipart``)."""
         raise NotImplementedError(f"{type(self).__name__} has no multipart upload")

@@ -19,7 +19,6 @@ vouches for nothing is done but reported as not verified.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import logging
@@ -36,19 +35,15 @@ from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
 from .core import Engine
 from .localfile import TEMP_SUFFIX, LocalFile, temp_path_for, write_whole_file
-from .meta import stored_mtime, stored_part_size
+from .meta import stored_mtime
 from .parts import (
     Part,
-    crc32c_combine,
-    etag_parts,
-    have_crc32c,
-    multipart_etag,
     plan_part_size,
 )
 from .scheduler import Lease
 from .verify import Plan, Sums, gather_layout, plan, unit_value
 
-__all__ = ["PartSums", "download_object", "resume_temp_path"]
+__all__ = ["download_object", "resume_temp_path"]
 
 log = logging.getLogger("synxfer")
 
@@ -457,97 +452,3 @@ def _mtime_ns(info: ObjectInfo) -> int | None:
 def resume_temp_path(dest: Path) -> Path:
     """The temp file a resumable download of ``dest`` uses (stable across runs)."""
     return dest.with_name(f".{dest.name}{TEMP_SUFFIX}")
-
-
-class PartSums:
-    """Per-part checksums of one download, and the whole-object checks they allow.
-
-    Computed in the worker thread that writes each part, so nothing is read
-    twice. Checked at the end, when available:
-
-    * the S3-style ETag (plain MD5, or MD5 of part MD5s ``-N``) of objects
-      synxfer uploaded (see :func:`_expected_etag_parts`);
-    * ``info.checksums["md5"]`` for objects fetched in one range;
-    * ``info.checksums["crc32c"]``, folded from part CRCs with
-      :func:`crc32c_combine` (needs google-crc32c, the ``gcs`` extra).
-    """
-
-    def __init__(self, nparts: int) -> None:
-        self.parts: list[tuple[bytes | None, int | None] | None] = [None] * nparts
-        self.etag_parts: int | None = None
-        self.want_md5 = False
-        self.want_crc = False
-
-    def plan(self, info: ObjectInfo, size: int, part_size: int) -> None:
-        self.etag_parts = _expected_etag_parts(info, size, part_size, len(self.parts))
-        single = len(self.parts) == 1
-        self.want_md5 = self.etag_parts is not None or (single and "md5" in info.checksums)
-        self.want_crc = "crc32c" in info.checksums and have_crc32c()
-
-    def written(self, index: int) -> bool:
-        return self.parts[index] is not None
-
-    def record(self, index: int, md5: bytes | None, crc: int | None) -> None:
-        self.parts[index] = (md5, crc)
-
-    def md5s(self) -> list[bytes] | None:
-        """Every part's MD5, if every part has one."""
-        got = [p[0] for p in self.parts if p is not None]
-        if len(got) != len(self.parts) or any(m is None for m in got):
-            return None
-        return [m for m in got if m is not None]
-
-    def crc32c_b64(self, lengths: list[int]) -> str | None:
-        """The whole object's CRC32C (base64, as on the wire), if every part has one."""
-        got = [p[1] for p in self.parts if p is not None]
-        if len(got) != len(self.parts) or any(c is None for c in got):
-            return None
-        total = 0
-        for crc, length in zip(got, lengths, strict=True):
-            assert crc is not None
-            total = crc32c_combine(total, crc, length)
-        return base64.b64encode(total.to_bytes(4, "big")).decode()
-
-    def verify(self, url: str, info: ObjectInfo, lengths: list[int]) -> None:
-        """Raise IntegrityError on any mismatch with what the source vouches for;
-        skip checks that lack a sum (parts an earlier run wrote without it)."""
-        if any(p is None for p in self.parts):
-            raise IntegrityError(f"{url}: a part was never written")
-        digests = self.md5s() if self.want_md5 else None
-        if digests is not None:
-            if self.etag_parts is not None:
-                actual = digests[0].hex() if self.etag_parts == 0 else multipart_etag(digests)
-                _mismatch(url, "ETag", actual, info.etag)
-            if len(digests) == 1 and "md5" in info.checksums:
-                actual = base64.b64encode(digests[0]).decode()
-                _mismatch(url, "MD5", actual, info.checksums["md5"])
-        crc = self.crc32c_b64(lengths) if "crc32c" in info.checksums else None
-        if crc is not None:
-            _mismatch(url, "CRC32C", crc, info.checksums["crc32c"])
-
-
-def _mismatch(url: str, what: str, actual: str, expected: str | None) -> None:
-    """IntegrityError unless the two agree."""
-    if actual != expected:
-        raise IntegrityError(
-            f"{url}: downloaded data does not match the object's {what} "
-            f"({actual} != {expected}); the partial download was discarded"
-        )
-
-
-def _expected_etag_parts(info: ObjectInfo, size: int, part_size: int, nranges: int) -> int | None:
-    """How the ETag can be checked: 0 = plain MD5, N = N-part MD5, None = cannot.
-
-    Only objects synxfer uploaded (they carry ``synxfer-part-size``) are
-    checked: for them the ETag is known to be MD5-based on S3-compatible
-    stores without KMS encryption, and the ranges line up with the parts.
-    """
-    stored = stored_part_size(info.metadata)
-    n = etag_parts(info.etag)
-    if stored is None or n is None:
-        return None
-    if n == 0 and stored == 0 and nranges == 1:
-        return 0
-    if n > 0 and stored == part_size and n == nranges and size > 0:
-        return n
-    return None

@@ -119,6 +119,15 @@ class Layer(Backend):
     async def copy(self, src_key: str, dst_key: str, options: WriteOptions) -> ObjectInfo:
         return await self._call("copy", self.inner.copy, src_key, dst_key, options)
 
+    def copy_scope(self) -> object | None:
+        return self.inner.copy_scope()
+
+    async def copy_from(
+        self, src_bucket: str, src_key: str, dst_key: str, options: WriteOptions
+    ) -> ObjectInfo:
+        fn = self.inner.copy_from
+        return await self._call("copy", fn, src_bucket, src_key, dst_key, options)
+
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
         return await self._call("create_multipart", self.inner.create_multipart, key, options)
 
