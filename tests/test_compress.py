@@ -288,6 +288,10 @@ def test_cli_compress_round_trip_and_errors(
     head = _s3(s3_endpoint).head_object(Bucket=bucket, Key="cli/prose.txt")
     assert head["Metadata"]["synxfer-encoding"] == "zstd"
     assert head["ContentLength"] < small.stat().st_size
+    # S3 lists no metadata: ls prints the stored (compressed) size, as aws-cli would.
+    proc = _cli(cli_env, _MAIN, "ls", f"s3://{bucket}/cli/")
+    assert proc.returncode == 0, proc.stderr
+    assert f" {head['ContentLength']} prose.txt" in proc.stdout, proc.stdout
     proc = _cli(cli_env, _MAIN, "cp", url, str(tmp_path / "back.txt"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "back.txt").read_bytes() == small.read_bytes()
@@ -317,3 +321,13 @@ def test_make_helpers_are_deterministic() -> None:
     a: Callable[[int, int], bytes] = _text
     assert a(1000, 1) == a(1000, 1)
     assert a(1000, 1) != a(1000, 2)
+
+
+def test_original_size_from_metadata() -> None:
+    from synxfer import ObjectInfo
+    from synxfer.engine.compress import original_size
+
+    meta = {"synxfer-encoding": "zstd", "synxfer-size": "1000"}
+    assert original_size(ObjectInfo("k", 300, metadata=meta)) == 1000
+    assert original_size(ObjectInfo("k", 300)) == 300  # a listing without metadata
+    assert original_size(ObjectInfo("k", 300, metadata={"synxfer-size": "1000"})) == 300

@@ -218,7 +218,11 @@ def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
         when = _dt.datetime.fromtimestamp(item.mtime).strftime("%Y-%m-%d %H:%M:%S")
     else:
         when = " " * 19
-    size = _ls_size(item.size) if args.human_readable else str(item.size)
+    from ..engine.compress import original_size
+
+    # A compressed object's original size where the listing carries its metadata.
+    nbytes = original_size(item)
+    size = _ls_size(nbytes) if args.human_readable else str(nbytes)
     name = item.key if args.recursive else item.key.rsplit("/", 1)[-1]
     return f"{when} {size.rjust(10)} {name}"
 
