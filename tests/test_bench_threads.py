@@ -52,14 +52,14 @@ def test_threads_option_parses_and_sweeps_every_row() -> None:
     assert scale == SCENARIOS["synapse-upload"].default_scale
     assert len(scenario.rows) == 7
     assert all(r.sweep == (6, 25, 50, 100) for r in scenario.rows)
-    # It replaces a row's own sweep (the s5cmd scenario's 2, 8, 32) too.
+    # It replaces a row's own sweep (the s5cmd scenario's 10, 50) too.
     args = parser.parse_args(["run", "--scenario", "s5cmd", "--threads", "10, 50,10"])
     scenario, _, _ = bench._scenario(args, parser)
     assert all(r.sweep == (10, 50) for r in scenario.rows)
     # Without --threads the rows keep theirs.
     args = parser.parse_args(["run", "--scenario", "s5cmd"])
     scenario, _, _ = bench._scenario(args, parser)
-    assert [r.sweep for r in scenario.rows][:1] == [(2, 8, 32)]
+    assert [r.sweep for r in scenario.rows][:1] == [(10, 50)]
 
 
 @pytest.mark.parametrize(

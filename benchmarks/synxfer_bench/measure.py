@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .resources import ResourceRecord, ResourceSampler
+
 # psutil ships no type information; this keeps mypy --strict quiet with or without types-psutil.
 psutil: Any = importlib.import_module("psutil")
 
@@ -50,6 +52,8 @@ class ProcessStats:
     stdout_tail: str = ""
     stderr_tail: str = ""
     timed_out: bool = False
+    #: Per-second machine rows and the tool's threads, when a sampler was given.
+    resources: ResourceRecord | None = None
 
     @property
     def cpu(self) -> float:
@@ -125,14 +129,20 @@ def run_measured(
     cwd: Path | None = None,
     timeout: float | None = None,
     on_start: Callable[[int], None] | None = None,
+    sampler: ResourceSampler | None = None,
 ) -> ProcessStats:
     """Run ``argv`` to completion and measure it (see the module docstring).
 
     The child's stdout and stderr go to temporary files; their last few KiB
     come back in the result. On timeout, or if this call is interrupted
     (Ctrl-C), the child's whole process group is terminated, then killed.
+    A ``sampler`` (:class:`~.resources.ResourceSampler`, a thread of this
+    process) records the machine per second and the child's threads from
+    just before the start to the end: ``ProcessStats.resources``.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        if sampler is not None:
+            sampler.start()
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             list(argv),
@@ -143,6 +153,8 @@ def run_measured(
             stderr=err,
             start_new_session=True,
         )
+        if sampler is not None:
+            sampler.watch(proc.pid)
         if on_start is not None:
             on_start(proc.pid)
         peaks: dict[int, int] = {}
@@ -166,9 +178,15 @@ def run_measured(
         except BaseException:
             _kill_group(proc.pid)
             proc.returncode = -1
+            if sampler is not None:
+                sampler.stop()
             raise
         seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
+        resources = None
+        if sampler is not None:
+            cpu = usage.ru_utime + usage.ru_stime if usage is not None else None
+            resources = sampler.stop(process_cpu=cpu)
         return ProcessStats(
             seconds=seconds,
             cpu_user=usage.ru_utime if usage is not None else 0.0,
@@ -178,6 +196,7 @@ def run_measured(
             stdout_tail=_tail(out),
             stderr_tail=_tail(err),
             timed_out=timed_out,
+            resources=resources,
         )
 
 

@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "MAX_SECONDS",
@@ -51,6 +51,7 @@ __all__ = [
     "read_system",
     "read_threads",
     "render_resources",
+    "report_section",
     "thread_table",
 ]
 
@@ -324,6 +325,8 @@ class ResourceRecord:
     truncated: bool = False
     #: The tool process's own CPU seconds (wait4), when the caller knows them.
     process_cpu: float | None = None
+    #: Threads seen in all (``threads`` may keep only those that used CPU).
+    threads_seen: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -331,7 +334,7 @@ class ResourceRecord:
             "threads": [
                 t.to_dict() for t in sorted(self.threads, key=lambda t: -t.cpu) if t.cpu > 0
             ],
-            "threads_seen": len(self.threads),
+            "threads_seen": self.threads_seen or len(self.threads),
             "truncated": self.truncated,
             "process_cpu_s": None if self.process_cpu is None else round(self.process_cpu, 3),
         }
@@ -348,6 +351,7 @@ class ResourceRecord:
             threads,
             bool(d.get("truncated")),
             float(cpu) if cpu is not None else None,
+            int(d.get("threads_seen") or len(threads)),
         )
 
 
@@ -458,6 +462,7 @@ class ResourceSampler:
                 self._row()  # stopped from outside: the part second since the last row
         with self._lock:
             self._record.threads = list(self._threads.values())
+            self._record.threads_seen = len(self._threads)
         self._record.process_cpu = process_cpu
         return self._record
 
@@ -580,7 +585,8 @@ def thread_table(record: ResourceRecord, limit: int = 8) -> list[str]:
     header = ["thread", "name", "user s", "sys s", "share"]
     out = _md(header, body)
     out[1] = "| ---: | --- | ---: | ---: | ---: |"
-    note = f"{len(record.threads)} threads seen, {total:.2f} CPU s read per thread"
+    seen = record.threads_seen or len(record.threads)
+    note = f"{seen} threads seen, {total:.2f} CPU s read per thread"
     if record.process_cpu is not None:
         note += f"; the process tree used {record.process_cpu:.2f} s (wait4)"
     return [*out, "", note]
@@ -604,7 +610,9 @@ def render_resources(
         "(`/proc/PID/task/*/stat`). One run per cell (its median-time run) is shown, its "
         "seconds trimmed; every run's full series is in results.json (`resources`).",
     ]
-    for title, record in entries:
+    for title, exact in entries:
+        # As results.json keeps it, so a report re-rendered from the JSON is the same.
+        record = ResourceRecord.from_dict(exact.to_dict())
         table = second_table(record, seconds)
         if not table:
             continue
@@ -613,3 +621,38 @@ def render_resources(
         if view:
             lines += ["", *view]
     return lines
+
+
+class _Run(Protocol):
+    """What :func:`report_section` reads of a matrix run (``matrix.Sample``)."""
+
+    row: str
+    tool: str
+    direction: str
+    rep: int
+    concurrency: int | None
+    seconds: float
+    resources: ResourceRecord | None
+
+
+def report_section(
+    runs: Sequence[_Run], labels: Mapping[str, str] | None = None, *, seconds: int = 12
+) -> list[str]:
+    """:func:`render_resources` for a matrix: per (row, concurrency, tool, direction),
+    the run of median time among those with a record. ``labels`` maps a row to its label."""
+    cells: dict[tuple[str, int, str, str], list[_Run]] = {}
+    for run in runs:
+        if run.resources is not None and run.resources.rows:
+            key = (run.row, run.concurrency or 0, run.direction, run.tool)
+            cells.setdefault(key, []).append(run)
+    entries = []
+    for key in cells:  # in the order they ran
+        group = sorted(cells[key], key=lambda r: r.seconds)
+        run = group[(len(group) - 1) // 2]
+        assert run.resources is not None
+        title = (labels or {}).get(run.row, run.row)
+        if run.concurrency is not None:
+            title += f" c={run.concurrency}"
+        title += f", {run.tool} {run.direction} (round {run.rep + 1}, {run.seconds:.2f} s)"
+        entries.append((title, run.resources))
+    return render_resources(entries, seconds=seconds)

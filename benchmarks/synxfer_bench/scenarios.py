@@ -239,6 +239,9 @@ class Scenario:
     tools: tuple[str, ...] = ()
     #: The target ``--target`` defaults to (empty: ``embedded``).
     target: str = ""
+    #: The scheme synxfer addresses a local target with (empty: ``s3``). ``scp``:
+    #: synxfer's SCP profile on the same endpoint the peers reach as ``s3://``.
+    synxfer_scheme: str = ""
 
     def scaled(self, scale: float) -> Scenario:
         """Every row scaled (see :meth:`Row.scaled` / :meth:`Row.shrunk`).
@@ -358,20 +361,33 @@ AWSCLI = Scenario(
     source="aws-cli / s3transfer performance scripts and published comparisons",
 )
 
+#: s5cmd's published benchmark (seed 001), through synxfer's SCP profile: single
+#: 1/10/100 GiB files at workers/concurrency 10 and 50 (s5cmd ``--numworkers N
+#: --concurrency N``, synxfer ``--max-threads N``), and 2,500 x 1 MB at the tools'
+#: defaults. synxfer addresses ``scp://`` (path-style, Content-MD5 on every
+#: request) on the local server; s5cmd reaches the same endpoint as ``s3://``.
 S5CMD = Scenario(
     "s5cmd",
     (
-        Row.of(1, GiB, sweep=(2, 8, 32)),
-        Row.of(1, 10 * GiB, sweep=(2, 8, 32)),
-        Row.of(1, 100 * GiB, sweep=(2, 8, 32)),
+        Row.of(1, GiB, sweep=(10, 50)),
+        Row.of(1, 10 * GiB, sweep=(10, 50)),
+        Row.of(1, 100 * GiB, sweep=(10, 50)),
         Row("2500x1MB", 2500, 1_000_000, published="2500x1MB"),
     ),
     default_scale=0.005,
     description=(
-        "s5cmd's published comparison: single 1/10/100 GiB files with a concurrency "
-        "sweep, and 2,500 files of 1 MB"
+        "s5cmd's published comparison through synxfer's SCP profile: single 1/10/100 GiB "
+        "files at workers/concurrency 10 and 50, and 2,500 files of 1 MB"
     ),
-    source="s5cmd README / 'Benchmarks' blog posts",
+    source="s5cmd README / 'Benchmarks' blog posts (seed 001)",
+    notes=(
+        "synxfer addresses scp:// (its SCP profile: path-style, Content-MD5 on every put and "
+        "part) on the local server's endpoint; s5cmd reaches the same endpoint as s3://",
+        "c=N: s5cmd --numworkers N --concurrency N; synxfer --max-threads N",
+    ),
+    tools=("synxfer", "s5cmd"),
+    target="seaweedfs",
+    synxfer_scheme="scp",
 )
 
 SKYPLANE = Scenario(
