@@ -33,5 +33,21 @@ bench: install
 	  || echo "make bench: could not install aws-cli (no network?): running synxfer alone"
 	$(BIN)/synxfer-bench run --quick --tools synxfer,aws
 
+# pytest-benchmark's regression check (docs/benchmarks/pytest-benchmark.md): the
+# suites' `baseline` cases, synxfer's own CPU seconds (time.process_time: the
+# moto server's CPU is not counted), each case's best of 7 rounds against the
+# committed benchmarks/baseline/baseline.json; fails when one costs 50 % more.
+# Downloads land on tmpfs when there is one. About 40 s; `make test` never runs it.
+BENCH_BASELINE ?= benchmarks/baseline/baseline.json
+BENCH_TMP      ?= $(if $(wildcard /dev/shm/.),/dev/shm,/tmp)/synxfer-bench-compare
+.PHONY: bench-compare
+bench-compare: install
+	@$(BIN)/pytest benchmarks/ -q -p no:cacheprovider --benchmark-only -k baseline \
+	  --basetemp=$(BENCH_TMP) --benchmark-timer=time.process_time \
+	  --benchmark-storage=file://./benchmarks/baseline \
+	  --benchmark-compare=$(BENCH_BASELINE) --benchmark-compare-fail=min:50% \
+	  --benchmark-columns=min,median,max,rounds --benchmark-sort=name; \
+	  status=$$?; rm -rf $(BENCH_TMP); exit $$status
+
 clean:
 	rm -rf $(VENV) bench-work .pytest_cache .mypy_cache .ruff_cache

@@ -11,6 +11,12 @@ Environment variables:
     Timed rounds per case (default 3).
 ``SYNXFER_BENCH_WORK``
     Where data is generated and reused (default ``./bench-work``).
+``SYNXFER_BENCH_SLOWDOWN``
+    ``cpu:SECONDS`` or ``sleep:SECONDS`` added to every data request: a
+    deliberate regression, to see that ``make bench-compare`` notices.
+
+``--benchmark-compare`` is refused against a baseline measured with another
+``--benchmark-timer`` (CPU seconds against wall seconds compare nothing).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +67,27 @@ def bench_target(bench_work: Path) -> Iterator[Target]:
             mp.setenv(name, env[name])
         mp.setenv("XDG_CACHE_HOME", str(bench_work / "pytest-benchmark-cache"))
         yield target
+
+
+def _timer_name(timer: Any) -> str:
+    """``process_time`` for ``time.process_time`` (or pytest-benchmark's wrapper of it)."""
+    target = getattr(timer, "target", timer)
+    return str(getattr(target, "__name__", target)).rsplit(".", 1)[-1]
+
+
+def pytest_benchmark_compare_machine_info(
+    config: pytest.Config,
+    benchmarksession: Any,
+    machine_info: dict[str, Any],
+    compared_benchmark: dict[str, Any],
+) -> None:
+    """Refuse to compare against a baseline measured with another timer."""
+    current = _timer_name(benchmarksession.options["timer"])
+    benches = compared_benchmark["benchmarks"]
+    saved = sorted({_timer_name(b.get("options", {}).get("timer", "")) for b in benches})
+    if saved and saved != [current]:
+        raise pytest.UsageError(
+            f"--benchmark-compare={config.getoption('benchmark_compare')}: the baseline was "
+            f"measured with the timer {', '.join(saved)} and this run uses {current}; pass "
+            f"--benchmark-timer=time.{saved[0]} (make bench-compare does) or record a new baseline"
+        )

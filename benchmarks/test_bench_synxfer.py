@@ -8,9 +8,17 @@ round transfers to a fresh prefix (or directory) with a fresh
 :class:`synxfer.Client`, in this process; every round is verified.
 Timing is never asserted.
 
+The ``baseline`` cases are fixed rows (whatever ``SYNXFER_BENCH_FRACTION``
+says) with more rounds: ``benchmarks/baseline/baseline.json`` holds their
+client CPU seconds, and ``make bench-compare`` fails when a case's best
+round costs 50 % more than there (docs/benchmarks/pytest-benchmark.md).
+``SYNXFER_BENCH_SLOWDOWN`` (``cpu:SECONDS`` or ``sleep:SECONDS`` per data
+request) makes synxfer slower on purpose, to see that the check notices.
+
     pytest benchmarks/ --benchmark-only
     pytest benchmarks/ --benchmark-only -k synapse-upload --benchmark-save=base
     pytest benchmarks/ --benchmark-only -k synapse-upload --benchmark-compare
+    make bench-compare
 """
 
 from __future__ import annotations
@@ -18,13 +26,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import resource
 import shutil
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 import synxfer
+from synxfer import KiB, MiB
+from synxfer.backend import Backend
+from synxfer.layers import Layer
 from synxfer_bench.datagen import ensure_row_data, expected_sizes, scenario_data_dir
 from synxfer_bench.scenarios import QUICK, SCENARIOS, Row
 from synxfer_bench.targets import Target
@@ -33,11 +47,75 @@ FRACTION = float(os.environ.get("SYNXFER_BENCH_FRACTION", "0.01"))
 ROUNDS = int(os.environ.get("SYNXFER_BENCH_ROUNDS", "3"))
 _counter = itertools.count()
 
+#: The committed baseline's rows (``-k baseline``): per-file costs, whole
+#: small objects, one multipart object (8 parts of the default 8 MiB). Fixed,
+#: so a comparison is like with like whatever the environment says.
+BASELINE_ROWS = (Row.of(256, 16 * KiB), Row.of(16, MiB), Row.of(1, 64 * MiB))
+#: Timed rounds of a baseline case (after one untimed warm-up round): the
+#: check reads the best of them, and more rounds make the best more stable.
+BASELINE_ROUNDS = 7
+
+T = TypeVar("T")
+_DATA_OPS = frozenset({"put", "upload_part", "read", "read_into"})
+
+
+class SlowdownLayer(Layer):
+    """A deliberate regression: every data request to the target (a whole
+    object, a part, a range) first burns ``cpu`` seconds of CPU on the event
+    loop or sleeps ``sleep`` seconds. Only for showing that the baseline
+    check notices; nothing else uses it."""
+
+    def __init__(self, inner: Backend, *, mode: str, seconds: float) -> None:
+        super().__init__(inner)
+        self.mode = mode
+        self.seconds = seconds
+
+    async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        if op in _DATA_OPS and self.scheme != "file":
+            if self.mode == "sleep":
+                await asyncio.sleep(self.seconds)
+            else:
+                end = time.process_time() + self.seconds
+                while time.process_time() < end:
+                    pass
+        return await fn(*args)
+
+
+def slowdown_layers(value: str | None) -> tuple[Callable[[Backend], Backend], ...]:
+    """The layers ``SYNXFER_BENCH_SLOWDOWN`` asks for: ``cpu:SECONDS`` or
+    ``sleep:SECONDS`` per data request; unset or empty: none."""
+    if not value:
+        return ()
+    mode, _, amount = value.partition(":")
+    try:
+        seconds = float(amount)
+    except ValueError:
+        seconds = -1.0
+    if mode not in ("cpu", "sleep") or not seconds > 0:
+        raise pytest.UsageError(
+            f"SYNXFER_BENCH_SLOWDOWN={value!r}: use cpu:SECONDS or sleep:SECONDS "
+            "(e.g. cpu:0.005), the cost added to every data request"
+        )
+    return (lambda inner: SlowdownLayer(inner, mode=mode, seconds=seconds),)
+
+
+LAYERS = slowdown_layers(os.environ.get("SYNXFER_BENCH_SLOWDOWN"))
+
+
+def _rounds(scenario: str) -> dict[str, int]:
+    """``benchmark.pedantic``'s rounds for a case of ``scenario``."""
+    if scenario == "baseline":
+        return {"rounds": BASELINE_ROUNDS, "warmup_rounds": 1}
+    return {"rounds": ROUNDS}
+
 
 def _cases() -> list[Any]:
     cases = [
         pytest.param("smoke", 0.001, row.scaled(0.001), id=f"smoke-{row.name}")
         for row in QUICK.rows
+    ]
+    cases += [
+        pytest.param("baseline", 1.0, row, id=f"baseline-{row.name}") for row in BASELINE_ROWS
     ]
     for name, scenario in SCENARIOS.items():
         if name == "quick":
@@ -63,6 +141,29 @@ def _fresh_prefix(row: Row) -> str:
     return f"pytest/{row.name}/{os.getpid()}-{next(_counter)}/"
 
 
+class _Rounds:
+    """Wall, user and system seconds of each call (warm-up included), kept in
+    the JSON's ``extra_info`` beside what the session's timer measured."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.user: list[float] = []
+        self.system: list[float] = []
+
+    def run(self, fn: Callable[[], T]) -> T:
+        t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        try:
+            return fn()
+        finally:
+            c1 = resource.getrusage(resource.RUSAGE_SELF)
+            self.wall.append(round(time.perf_counter() - t0, 6))
+            self.user.append(round(c1.ru_utime - c0.ru_utime, 6))
+            self.system.append(round(c1.ru_stime - c0.ru_stime, 6))
+
+    def info(self) -> dict[str, list[float]]:
+        return {"wall_s": self.wall, "user_s": self.user, "system_s": self.system}
+
+
 def _check(result: synxfer.TransferResult, row: Row) -> None:
     result.raise_for_failures()
     assert result.files_transferred == row.files
@@ -70,7 +171,7 @@ def _check(result: synxfer.TransferResult, row: Row) -> None:
 
 
 async def _sync(target: Target, src: str, dst: str) -> synxfer.TransferResult:
-    async with synxfer.Client(endpoint_url=target.endpoint_url) as client:
+    async with synxfer.Client(endpoint_url=target.endpoint_url, layers=LAYERS) as client:
         return await client.sync(src, dst)
 
 
@@ -81,20 +182,23 @@ def test_upload(
     """synxfer uploads the row's directory to a fresh prefix."""
     src = _data(bench_work, scenario, scale, row)
     prefixes: list[str] = []
+    rounds = _Rounds()
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
+        if prefixes:  # the last round's objects go before the next round (untimed)
+            bench_target.run(bench_target.remove_prefix(prefixes[-1]))
         prefixes.append(_fresh_prefix(row))
         return (bench_target.url(prefixes[-1]),), {}
 
     def upload(url: str) -> synxfer.TransferResult:
-        return asyncio.run(_sync(bench_target, str(src), url))
+        return rounds.run(lambda: asyncio.run(_sync(bench_target, str(src), url)))
 
     benchmark.extra_info.update(files=row.files, bytes=row.total_bytes, geometry=row.geometry)
-    result = benchmark.pedantic(upload, setup=setup, rounds=ROUNDS, iterations=1)
+    result = benchmark.pedantic(upload, setup=setup, iterations=1, **_rounds(scenario))
+    benchmark.extra_info.update(rounds.info())
     _check(result, row)
     assert bench_target.run(bench_target.list_prefix(prefixes[-1])) == expected_sizes(row)
-    for prefix in prefixes:
-        bench_target.run(bench_target.remove_prefix(prefix))
+    bench_target.run(bench_target.remove_prefix(prefixes[-1]))
 
 
 @pytest.mark.parametrize(("scenario", "scale", "row"), CASES)
@@ -113,6 +217,7 @@ def test_download(
     url = bench_target.url(prefix)
     _check(asyncio.run(_sync(bench_target, str(src), url)), row)
     dests: list[Path] = []
+    rounds = _Rounds()
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
         if dests:
@@ -121,10 +226,11 @@ def test_download(
         return (str(dests[-1]),), {}
 
     def download(dst: str) -> synxfer.TransferResult:
-        return asyncio.run(_sync(bench_target, url, dst))
+        return rounds.run(lambda: asyncio.run(_sync(bench_target, url, dst)))
 
     benchmark.extra_info.update(files=row.files, bytes=row.total_bytes, geometry=row.geometry)
-    result = benchmark.pedantic(download, setup=setup, rounds=ROUNDS, iterations=1)
+    result = benchmark.pedantic(download, setup=setup, iterations=1, **_rounds(scenario))
+    benchmark.extra_info.update(rounds.info())
     _check(result, row)
     found = {
         p.relative_to(dests[-1]).as_posix(): p.stat().st_size
