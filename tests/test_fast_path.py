@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import synxfer
 from synxfer import KiB
@@ -269,3 +269,38 @@ def test_cli_printer_asks_only_for_what_it_prints() -> None:
         K.FAILED,
         K.RETRY,
     }
+
+
+class _Ops(Layer):
+    """Records the backend operations the engine asks for."""
+
+    seen: ClassVar[list[str]] = []
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        type(self).seen.append(op)
+        return await fn(*args)
+
+
+async def test_object_two_parts_long_comes_in_one_get_and_is_verified(
+    bucket: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    """An object up to SINGLE_GET_PARTS parts long (here a 2-part multipart
+    upload with a composite checksum) is one GET: no HEAD, no second range,
+    no journal; the composite checksum is still checked, part by part."""
+    src = tmp_path / "src"
+    write_tree(src, {"mid.bin": PART + PART // 2})
+    config = SMALL.evolve(state_dir=str(tmp_path / "state"))
+    url = f"s3://{bucket}/p/mid.bin"
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.upload_file(src / "mid.bin", url)
+    _Ops.seen = []
+    config = config.evolve(state_dir=str(tmp_path / "state-down"))
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=[_Ops]) as c:
+        r = await c.copy(f"s3://{bucket}/p/", str(tmp_path / "dst"), recursive=True)
+    assert r.ok
+    assert r.files_transferred == 1
+    assert not r.not_verified
+    assert (tmp_path / "dst" / "mid.bin").read_bytes() == (src / "mid.bin").read_bytes()
+    assert _Ops.seen.count("read_into") == 1, _Ops.seen
+    assert "stat" not in _Ops.seen, _Ops.seen
+    assert not _journal(config).exists()

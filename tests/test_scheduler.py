@@ -282,7 +282,7 @@ def test_pool_classes_and_charges() -> None:
     assert pool.charge(MiB) == MiB
     assert pool.charge(MiB + 1) == 2 * MiB
     assert pool.charge(8 * MiB) == 8 * MiB
-    assert pool.charge(8 * MiB + 1) == 8 * MiB + 1  # above a part: exact, unpooled
+    assert pool.charge(8 * MiB + 1) == 8 * MiB + 1  # above a part: exact
     odd = BufferPool(5 * MiB + 1, 64 * MiB)  # not halvable: one class
     assert odd.classes == (5 * MiB + 1,)
     assert odd.charge(10) == 5 * MiB + 1
@@ -298,10 +298,31 @@ def test_pool_reuses_a_buffer_for_any_size_in_its_class() -> None:
         assert again is first
         pool.put(again)
     assert pool.allocated == 1
-    big = pool.get(9 * MiB)  # above the part size: exact and never kept
+    big = pool.get(9 * MiB)  # above the part size: exact, kept for the same size
     assert len(big) == 9 * MiB
     pool.put(big)
-    assert pool.get(9 * MiB) is not big
+    assert pool.get(10 * MiB) is not big
+    assert pool.get(9 * MiB) is big
+
+
+def test_pool_keeps_exact_buffers_within_its_capacity() -> None:
+    """Buffers above the part size are reused by size; sizes that come and go
+    leave no empty free lists behind, and what the pool owns stays bounded."""
+    pool = BufferPool(MiB, 8 * MiB)
+    for n in range(2 * MiB, 2 * MiB + 40):  # 40 different sizes, one at a time
+        buf = pool.get(n)
+        assert len(buf) == n
+        pool.put(buf)
+        assert pool._idle + pool._out <= pool.capacity
+    assert len(pool._free) <= len(pool.classes) + 4  # at most 4 idle 2 MiB buffers
+    held = [pool.get(3 * MiB) for _ in range(2)]
+    for b in held:
+        pool.put(b)
+    assert pool._out == 0
+    assert pool._idle <= pool.capacity
+    again = pool.get(3 * MiB)
+    assert any(again is b for b in held)
+    assert pool.allocated == 40 + 2
 
 
 def test_pool_never_owns_more_than_its_capacity() -> None:
