@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import math
 import re
 from collections.abc import Sequence
@@ -13,14 +12,10 @@ from typing import Any
 
 from .._exceptions import ConfigError
 from ..backend import Capabilities, Checksum, ChecksumAlgorithm
-from .checksums import crc_combine
 
 __all__ = [
     "Part",
     "checksum_of",
-    "crc32c_combine",
-    "crc32c_value",
-    "have_crc32c",
     "multipart_etag",
     "part_ranges",
     "plan_part_size",
@@ -125,27 +120,6 @@ def etag_parts(etag: str | None) -> int | None:
         return 0
     m = _MULTIPART_ETAG.match(etag)
     return int(m.group(2)) if m else None
-
-
-def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC32C of ``A + B`` from ``crc(A)``, ``crc(B)`` and ``len(B)``: zlib's
-    ``crc32_combine`` method with the Castagnoli polynomial
-    (:func:`synxfer.engine.checksums.crc_combine`, which every CRC shares)."""
-    return crc_combine("crc32c", crc1, crc2, len2)
-
-
-def have_crc32c() -> bool:
-    """Whether CRC32C can be computed here (google-crc32c, the ``gcs`` extra)."""
-    return importlib.util.find_spec("google_crc32c") is not None
-
-
-def crc32c_value(data: bytes | bytearray | memoryview) -> int | None:
-    """CRC32C of ``data`` (call from a worker thread); None without google-crc32c."""
-    try:
-        import google_crc32c  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    return _crc32c(google_crc32c, data)
 
 
 #: Bytes copied at a time for google-crc32c, whose C code takes only ``bytes``.
