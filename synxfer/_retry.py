@@ -11,19 +11,14 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
+from typing import TYPE_CHECKING, TypeVar
 
 from ._config import RetryPolicy
 
-__all__ = ["RetryHook", "call_with_retries", "retrying"]
+if TYPE_CHECKING:
+    from tenacity import AsyncRetrying, RetryCallState
+
+__all__ = ["Retrier", "RetryHook", "call_with_retries", "retrying"]
 
 T = TypeVar("T")
 
@@ -50,6 +45,16 @@ def retrying(
     Use it as ``await retrying(...)(fn, *args)`` or ``async for attempt in
     retrying(...): with attempt: ...``.
     """
+
+    # Imported here: tenacity imports tornado when it is installed (Dask
+    # brings it), tens of milliseconds of start-up that a run with no retry
+    # never needs (:func:`call_with_retries` makes the first attempt without it).
+    from tenacity import (
+        AsyncRetrying,
+        retry_if_exception_type,
+        stop_after_attempt,
+        wait_random_exponential,
+    )
 
     skipped = _first_attempt - 1  # attempts made before this loop took over
 
@@ -101,3 +106,27 @@ async def call_with_retries(
         await asyncio.sleep(random.uniform(0, min(policy.max_delay, policy.initial_delay)))
     rest = retrying(policy, op, retry_on, on_retry, _first_attempt=2)
     return await rest(fn, *args)
+
+
+class Retrier:
+    """``await Retrier(policy, op, retry_on, on_retry)(fn, *args)``: :func:`call_with_retries`
+    bound to a policy, for code that builds the retry once and calls it later."""
+
+    __slots__ = ("on_retry", "op", "policy", "retry_on")
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        op: str,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...],
+        on_retry: RetryHook | None = None,
+    ) -> None:
+        self.policy = policy
+        self.op = op
+        self.retry_on = retry_on
+        self.on_retry = on_retry
+
+    async def __call__(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
+        return await call_with_retries(
+            self.policy, self.op, self.retry_on, self.on_retry, fn, *args
+        )

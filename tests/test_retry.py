@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from synxfer import IntegrityError, RetryPolicy, TransientError
-from synxfer._retry import call_with_retries, retrying
+from synxfer._retry import Retrier, call_with_retries, retrying
 
 FAST = RetryPolicy(attempts=4, initial_delay=0.001, max_delay=0.002)
 
@@ -106,3 +106,32 @@ def test_the_continued_loop_keeps_the_backoff_curve() -> None:
     assert rest.stop.max_attempt_number == 5  # type: ignore[attr-defined]
     assert rest.wait.multiplier == pytest.approx(0.2)  # type: ignore[attr-defined]
     assert rest.wait.max == 10.0  # type: ignore[attr-defined]
+
+
+async def test_a_bound_retrier_retries_as_call_with_retries() -> None:
+    seen: list[tuple[str, int]] = []
+    retry = Retrier(FAST, "download", IntegrityError, lambda o, n, e: seen.append((o, n)))
+    fn = Flaky(2, IntegrityError)
+    assert await retry(fn, "ok") == "ok"
+    assert fn.calls == 3
+    assert seen == [("download", 1), ("download", 2)]
+    fn = Flaky(10, IntegrityError)
+    with pytest.raises(IntegrityError, match="failure 4"):
+        await retry(fn, "x")
+    assert fn.calls == FAST.attempts
+
+
+def test_no_retry_machinery_is_imported_until_a_retry() -> None:
+    """tenacity (and the tornado it pulls in when installed) is start-up time
+    a run without a retry never needs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, synxfer._retry, synxfer.engine.download, synxfer.engine.compress\n"
+        "print('tenacity' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"

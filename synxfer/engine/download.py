@@ -25,11 +25,9 @@ import logging
 import os
 from pathlib import Path
 
-from tenacity import AsyncRetrying
-
 from .._exceptions import IntegrityError, PreconditionFailed
 from .._models import ObjectInfo
-from .._retry import retrying
+from .._retry import Retrier
 from ..backend import Backend
 from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
@@ -99,9 +97,10 @@ async def download_object(
 SINGLE_GET_PARTS = 2
 
 
-def _retrying_mismatch(engine: Engine) -> AsyncRetrying:
-    """The client's retry policy, for data that did not match its checksum."""
-    return retrying(engine.config.retry, "download", IntegrityError, engine.on_retry)
+def _retrying_mismatch(engine: Engine) -> Retrier:
+    """The client's retry policy, for data that did not match its checksum
+    (the first attempt a plain call: tenacity only after a mismatch)."""
+    return Retrier(engine.config.retry, "download", IntegrityError, engine.on_retry)
 
 
 class _Settled(Exception):
