@@ -22,35 +22,59 @@ value comes back equal to one seen before is *confirmed* -- corruption in
 transit does not repeat itself -- and not fetched again: so every retry
 fetches only the units still in doubt, and the object is committed only
 when its check passes.
+
+Downloads (:mod:`.download`, :mod:`.compress`) and streamed copies
+(:mod:`.copy`) share the rest of that loop from here: the retry policy for a
+mismatch (:func:`retry_mismatch`), the failed pass's mismatch out of its
+task group (:func:`raise_mismatch_of`), a mismatch that fetching again
+cannot fix (:class:`Settled`), the final error (:func:`gave_up`), and the
+checks that the object is still the one listed (:func:`check_size`,
+:func:`check_version`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import logging
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
-from .._exceptions import BackendError, IntegrityError, NotFound
+from .._exceptions import BackendError, IntegrityError, NotFound, PreconditionFailed
 from .._models import ObjectInfo
+from .._retry import call_with_retries
 from ..backend import Backend
 from . import checksums as ck
 from .checksums import CRC_KINDS, HASH_KINDS, Hasher, Kind
 from .meta import stored_part_size
 from .parts import Part, etag_parts
 
+if TYPE_CHECKING:
+    from .core import Engine
+
 __all__ = [
     "Expectation",
     "Layout",
     "Plan",
+    "Settled",
     "Sums",
+    "check_size",
+    "check_version",
     "expectations",
     "find_layout",
+    "gather_layout",
+    "gave_up",
     "plan",
+    "raise_mismatch_of",
+    "retry_mismatch",
+    "unit_value",
 ]
+
+T = TypeVar("T")
 
 log = logging.getLogger("synxfer")
 
@@ -406,3 +430,72 @@ async def gather_layout(
         if layout is not None and (not exp.parts or exp.parts == layout.count):
             return exp, layout
     return None, None
+
+
+# -- a mismatch: fetched again, or given up on -------------------------------------
+
+
+async def retry_mismatch(engine: Engine, op: str, fn: Callable[[], Awaitable[T]]) -> T:
+    """``await fn()`` under the client's retry policy (the same attempts and
+    backoff as a transient error), retrying data that did not match its
+    checksum (:class:`IntegrityError`); the first attempt is a plain call.
+    ``op`` names the operation in retry events (``download``, ``copy``)."""
+    return await call_with_retries(engine.config.retry, op, IntegrityError, engine.on_retry, fn)
+
+
+class Settled(Exception):
+    """A mismatch that fetching again cannot fix (not retried): every unit
+    came back the same twice, so the data and the checksum disagree."""
+
+    def __init__(self, error: IntegrityError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def raise_mismatch_of(group: BaseExceptionGroup[BaseException]) -> None:
+    """Raise the IntegrityError a failed pass's task group holds, when nothing
+    else failed (so the retry policy sees it); else return."""
+    mismatch = group.subgroup(IntegrityError)
+    other = group.subgroup(
+        lambda e: not isinstance(e, IntegrityError | asyncio.CancelledError | BaseExceptionGroup)
+    )
+    if mismatch is None or other is not None:
+        return
+    leaf: BaseException = mismatch
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    raise leaf from None
+
+
+def gave_up(
+    exc: IntegrityError, attempts: int, target: object, *, same: bool = False
+) -> IntegrityError:
+    """The final error of a transfer whose data never matched: the mismatch,
+    the attempts made (``same``: the data came back the same each time),
+    and that nothing was written to ``target`` (a path or URL)."""
+    if same:
+        how = f"; the data came back the same in {attempts} attempts"
+    elif attempts > 1:
+        how = f"; {attempts} attempts"
+    else:
+        how = ""
+    return IntegrityError(f"{exc}{how}; nothing was written to {target}")
+
+
+def check_size(url: str, size: int, info: ObjectInfo, during: str) -> None:
+    """PreconditionFailed unless the object read (``info``) still has the
+    ``size`` it was listed with; ``during``: ``download``, ``copy``."""
+    if info.size != size:
+        raise PreconditionFailed(
+            f"changed on the server during the {during} (size {size} -> {info.size}); "
+            "run the command again",
+            url=url,
+        )
+
+
+def check_version(url: str, etag: str | None, info: ObjectInfo) -> None:
+    """PreconditionFailed when the object's ETag is no longer the listed ``etag``."""
+    if etag and info.etag and info.etag != etag:
+        raise PreconditionFailed(
+            "changed on the server since it was listed; run the command again", url=url
+        )
