@@ -40,13 +40,14 @@ bench: install
 # Downloads land on tmpfs when there is one. About 40 s; `make test` never runs it.
 BENCH_BASELINE ?= benchmarks/baseline/baseline.json
 BENCH_TMP      ?= $(if $(wildcard /dev/shm/.),/dev/shm,/tmp)/synxfer-bench-compare
+BENCH_ARGS     ?=
 .PHONY: bench-compare
 bench-compare: install
 	@$(BIN)/pytest benchmarks/ -q -p no:cacheprovider --benchmark-only -k baseline \
 	  --basetemp=$(BENCH_TMP) --benchmark-timer=time.process_time \
 	  --benchmark-storage=file://./benchmarks/baseline \
 	  --benchmark-compare=$(BENCH_BASELINE) --benchmark-compare-fail=min:50% \
-	  --benchmark-columns=min,median,max,rounds --benchmark-sort=name; \
+	  --benchmark-columns=min,median,max,rounds --benchmark-sort=name $(BENCH_ARGS); \
 	  status=$$?; rm -rf $(BENCH_TMP); exit $$status
 
 clean:
