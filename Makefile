@@ -37,7 +37,7 @@ bench: install
 # suites' `baseline` cases, synxfer's own CPU seconds (time.process_time: the
 # moto server's CPU is not counted), each case's best of 7 rounds against the
 # committed benchmarks/baseline/baseline.json; fails when one costs 50 % more.
-# Downloads land on tmpfs when there is one. About 40 s; `make test` never runs it.
+# Downloads land on tmpfs when there is one. About a minute; `make test` never runs it.
 BENCH_BASELINE ?= benchmarks/baseline/baseline.json
 BENCH_TMP      ?= $(if $(wildcard /dev/shm/.),/dev/shm,/tmp)/synxfer-bench-compare
 BENCH_ARGS     ?=
