@@ -10,8 +10,10 @@ Random rows hold incompressible bytes from :class:`random.Random` seeded
 with ``(seed, files, size, index)``, so every run (and every machine)
 benchmarks the same bytes. Text rows hold generated English-like text:
 words drawn from a seeded vocabulary with a Zipf distribution, in
-sentences and lines; zlib compresses it to about a third, like real prose.
-Nothing is downloaded.
+sentences and lines; zlib compresses it to about a third, like real prose
+(zstd level 3 to about 0.34: docs/compression.md). It stands for the
+Wikipedia dump Skyplane's compression case splits in 16 MiB pieces (the
+skyplane scenario's ``text-16MiB-shards``). Nothing is downloaded.
 """
 
 from __future__ import annotations

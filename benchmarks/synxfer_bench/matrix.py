@@ -38,6 +38,7 @@ unless :attr:`RunPlan.keep`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import datetime as _dt
@@ -48,7 +49,7 @@ import re
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,15 @@ from .datagen import (
 from .measure import Timeline, TimelineSample, run_measured
 from .resources import ResourceRecord, ResourceSampler
 from .runner import BenchError, Measurement
-from .scenarios import GCS_EMULATOR, SCENARIOS, Row, Scenario, human_size, row_label
+from .scenarios import (
+    GCS_EMULATOR,
+    SCENARIOS,
+    SECOND_BUCKET,
+    Row,
+    Scenario,
+    human_size,
+    row_label,
+)
 from .targets import Target, UrlTarget
 from .tools import Op, SynxferTool, Tool
 
@@ -83,6 +92,10 @@ __all__ = [
     "run_matrix",
 ]
 
+#: The metadata a compressed object carries (docs/compression.md): its encoding and
+#: the original file's size in bytes.
+COMPRESSION_ENCODING = "synxfer-encoding"
+COMPRESSION_SIZE = "synxfer-size"
 #: A failed run with less than this free under the work directory failed of a full disk.
 LOW_DISK = 256 * 2**20
 #: What tools and servers say when the disk is full.
@@ -168,6 +181,9 @@ class Sample:
     #: Sync rounds: objects the round (re)wrote and their bytes (None: not measured).
     moved_files: int | None = None
     moved_bytes: int | None = None
+    #: Bytes the objects take on the target as listed after the run (the compressed
+    #: size for a compressing tool): what crossed the wire. None: not listed.
+    stored_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -195,6 +211,7 @@ class Sample:
             "resources": None if self.resources is None else self.resources.to_dict(),
             "moved_files": self.moved_files,
             "moved_bytes": self.moved_bytes,
+            "stored_bytes": self.stored_bytes,
         }
 
 
@@ -387,6 +404,10 @@ class _Runner:
         self.generated: list[Path] = []
         #: The listing after the last sync round, per prefix (per-round accounting).
         self._listings: dict[str, Listing] = {}
+        #: Stored bytes of what an upload left at a prefix (a download moves those).
+        self._stored: dict[str, int] = {}
+        #: The second bucket on the target that copy rows write to (None: none).
+        self._second_bucket: str | None = None
 
     def _listing(self, prefix: str) -> Listing | None:
         """Every object under ``prefix`` with its ETag and LastModified (S3 servers only)."""
@@ -423,6 +444,45 @@ class _Runner:
 
     def _run_coro(self, coro: Any) -> Any:
         return self.target.run(coro)
+
+    def _original_sizes(self, prefix: str, stored: dict[str, int]) -> dict[str, int]:
+        """The file sizes behind a compressing tool's objects, from their metadata.
+
+        One HEAD per object: ``synxfer-size`` where ``synxfer-encoding`` says
+        ``zstd``, the stored size where there is no encoding. An encoding
+        without a readable size, or another encoding, counts as size -1 (the
+        check then fails for that file).
+        """
+        full = self.target.base_prefix + prefix
+        admin = getattr(self.target, "admin", None)
+        client = getattr(self.target, "_client", None)
+
+        async def metadata(key: str) -> Mapping[str, str]:
+            if admin is not None:
+                head = await admin.client.head_object(Bucket=self.target.bucket, Key=full + key)
+                return dict(head.get("Metadata") or {})
+            if client is None:
+                raise BenchError(f"{self.target.name}: cannot read objects' metadata")
+            backend, key_ = await client.backend(self.target.url(prefix + key))
+            info = await backend.stat(key_)
+            return dict(info.metadata)
+
+        async def original(key: str, size: int, gate: asyncio.Semaphore) -> tuple[str, int]:
+            async with gate:
+                meta = {k.lower(): v for k, v in (await metadata(key)).items()}
+            encoding = meta.get(COMPRESSION_ENCODING)
+            if encoding is None:
+                return key, size
+            raw = meta.get(COMPRESSION_SIZE, "")
+            return key, int(raw) if encoding == "zstd" and raw.isdigit() else -1
+
+        async def collect() -> dict[str, int]:
+            gate = asyncio.Semaphore(16)
+            pairs = await asyncio.gather(*(original(k, s, gate) for k, s in stored.items()))
+            return dict(pairs)
+
+        result: dict[str, int] = self._run_coro(collect())
+        return result
 
     # -- one measured step
     def _step(
@@ -469,15 +529,20 @@ class _Runner:
         if direction == "download":
             assert op.local is not None
             found = _local_files(op.local) if op.local.exists() else {}
+            sample.stored_bytes = self._stored.get(op.prefix)
         elif direction == "copy":
             found = self._list_url(op.copy_to)
-        elif rounds and (listing := self._listing(op.prefix)) is not None:
-            found = {key: size for key, (size, _e, _t) in listing.items()}
-            before = {} if direction == "sync" else self._listings.get(op.prefix, {})
-            sample.moved_files, sample.moved_bytes = moved_since(before, listing)
-            self._listings[op.prefix] = listing
         else:
-            found = self._run_coro(self.target.list_prefix(op.prefix))
+            if rounds and (listing := self._listing(op.prefix)) is not None:
+                found = {key: size for key, (size, _e, _t) in listing.items()}
+                before = {} if direction == "sync" else self._listings.get(op.prefix, {})
+                sample.moved_files, sample.moved_bytes = moved_since(before, listing)
+                self._listings[op.prefix] = listing
+            else:
+                found = self._run_coro(self.target.list_prefix(op.prefix))
+            sample.stored_bytes = self._stored[op.prefix] = sum(found.values())
+            if tool.compresses:
+                found = self._original_sizes(op.prefix, found)
         _verify(sample, found, want)
         full = None
         if not sample.ok:
@@ -536,7 +601,89 @@ class _Runner:
                 else:
                     os.environ["STORAGE_EMULATOR_HOST"] = saved
 
+    @contextlib.contextmanager
+    def _second_bucket_if_needed(self) -> Iterator[None]:
+        """Create the second bucket of rows copying to :data:`SECOND_BUCKET`, on the target.
+
+        Their ``copy_to`` becomes ``<scheme>://<bucket>/...`` (same endpoint and
+        credentials: synxfer copies server-side); the bench lists and empties it
+        with its own client and deletes it when the run ends. Only local servers
+        (embedded, seaweedfs): on a URL target the bench would create a bucket in
+        someone's account, so those rows fail, saying so.
+        """
+        if not any(row.copy_to.startswith(SECOND_BUCKET) for row in self.plan.rows):
+            yield
+            return
+        admin = getattr(self.target, "admin", None) if self.target.local else None
+        if admin is None:
+            raise BenchError(
+                f"copy rows to a second bucket ({SECOND_BUCKET}) need a local server target "
+                f"(embedded or seaweedfs), not {self.target.name}: leave them out with --rows"
+            )
+        bucket = SECOND_BUCKET.split("://", 1)[1].split("/", 1)[0]
+        self._run_coro(admin.create_bucket(bucket))
+        self._second_bucket = bucket
+        self.plan.rows = tuple(
+            dataclasses.replace(
+                r, copy_to=r.copy_to.replace(SECOND_BUCKET, f"{self.target.scheme}://{bucket}/")
+            )
+            for r in self.plan.rows
+        )
+        self.result.notes.append(
+            f"copy rows to a second bucket: {bucket} on the same server, made for the run "
+            "(same endpoint and credentials as the source bucket)"
+        )
+        try:
+            yield
+        finally:
+            self._second_bucket = None
+            with contextlib.suppress(Exception):
+                self._run_coro(admin.remove_bucket(bucket))
+
+    def _in_second_bucket(self, url: str) -> str | None:
+        """The key prefix of ``url`` when it is in the run's second bucket, else None."""
+        if self._second_bucket is None:
+            return None
+        head = f"{self.target.scheme}://{self._second_bucket}/"
+        return url[len(head) :] if url.startswith(head) else None
+
+    def _empty_copy_destination(self, url: str) -> None:
+        """Delete a copy row's objects from the second bucket (and let the server reclaim them)."""
+        prefix = self._in_second_bucket(url)
+        if prefix is None:
+            return
+        admin = self.target.admin  # type: ignore[attr-defined]
+        bucket = self._second_bucket
+
+        async def empty() -> int:
+            keys: list[str] = []
+            nbytes = 0
+            async for key, size in admin.objects(bucket, prefix):
+                keys.append(key)
+                nbytes += size
+            for start in range(0, len(keys), 1000):
+                await admin.delete_keys(bucket, keys[start : start + 1000])
+            return nbytes
+
+        try:
+            deleted: int = self._run_coro(empty())
+        except Exception as exc:
+            self.log(f"    warning: could not empty {url}: {exc}")
+            return
+        if hasattr(self.target, "deleted_bytes"):
+            self.target.deleted_bytes += deleted
+
     def _list_url(self, url: str) -> dict[str, int]:
+        prefix = self._in_second_bucket(url)
+        if prefix is not None:
+            admin = self.target.admin  # type: ignore[attr-defined]
+            bucket = self._second_bucket
+
+            async def collect() -> dict[str, int]:
+                return {k[len(prefix) :]: s async for k, s in admin.objects(bucket, prefix)}
+
+            listed: dict[str, int] = self._run_coro(collect())
+            return listed
         same_service = url.startswith(f"{self.target.scheme}://")
         other = UrlTarget(url, endpoint_url=self.target.endpoint_url if same_service else None)
         other.base_prefix = other.base_prefix.rsplit("synxfer-bench-", 1)[0]
@@ -642,6 +789,9 @@ class _Runner:
                     return
         finally:
             self._listings.pop(prefix, None)
+            self._stored.pop(prefix, None)
+            if "copy" in steps:
+                self._empty_copy_destination(ops["copy"].copy_to)
             self._cleanup(prefix, out)
 
     # -- everything
@@ -657,7 +807,7 @@ class _Runner:
         tools = [t for t in self.tools if t.missing() is None]
         t0 = time.monotonic()
         try:
-            with self.timeline, self._gcs_emulator_if_needed():
+            with self.timeline, self._gcs_emulator_if_needed(), self._second_bucket_if_needed():
                 self._rows(tools)
         except DiskFull as exc:
             self.result.aborted = str(exc)
@@ -859,6 +1009,7 @@ def load_result(data: dict[str, Any]) -> MatrixResult:
             sample.resources = ResourceRecord.from_dict(d["resources"])
         sample.moved_files = d.get("moved_files")
         sample.moved_bytes = d.get("moved_bytes")
+        sample.stored_bytes = d.get("stored_bytes")
         result.samples.append(sample)
     for d in data.get("timeline", []):
         result.timeline.append(

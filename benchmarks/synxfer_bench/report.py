@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -175,7 +176,12 @@ class Prices:
 
 
 def cost(bytes_: int, seconds: float, prices: Prices, ratio: float = 1.0) -> dict[str, float]:
-    """Egress $ (bytes on the wire x ratio) + instance $ (time), Skyplane's model."""
+    """Egress $ (bytes on the wire x ratio) + instance $ (time), Skyplane's model.
+
+    ``bytes_`` are the bytes that crossed the wire (for a compressing tool, the
+    stored size it measured: ``ratio`` stays 1); ``ratio`` < 1 only for the
+    zlib-6 *estimate* of what a tool that does not compress would send.
+    """
     egress = bytes_ / 1e9 * ratio * prices.egress_per_gb
     instance = seconds / 3600 * prices.instance_per_hour
     return {"egress_usd": egress, "instance_usd": instance, "total_usd": egress + instance}
@@ -415,18 +421,69 @@ class ScenarioReport:
     def _row_info(self, row: str) -> dict[str, object]:
         return next((r for r in self.result.rows if r["name"] == row), {})
 
+    def compresses(self, tool: str) -> bool:
+        """The tool stored its objects compressed (synxfer-zstd: ``--compress zstd``)."""
+        for t in self.result.tools:
+            if t.get("name") == tool:
+                if "compresses" in t:
+                    return bool(t["compresses"])
+                return "--compress" in str(t.get("options") or "")
+        return False
+
+    def stored_bytes(self, m: Measurement) -> int | None:
+        """Median bytes stored by ``m``'s verified runs, as listed after them (None: not listed).
+
+        For a download, the stored bytes of what the tool had uploaded: the
+        bytes it fetched.
+        """
+        values = [
+            s.stored_bytes
+            for s in self.result.samples
+            if s.ok
+            and s.stored_bytes is not None
+            and (s.row, s.tool, s.direction, s.concurrency)
+            == (m.row, m.tool, m.direction, m.concurrency)
+        ]
+        return round(statistics.median(values)) if values else None
+
+    def wire(self, m: Measurement) -> tuple[int, str]:
+        """Bytes that crossed the wire for ``m``, and where the figure comes from.
+
+        A compressing tool's are the stored size of its objects, listed after
+        the upload (``"measured"``); every other tool sends the files as they
+        are (``"as sent"``).
+        """
+        stored = self.stored_bytes(m)
+        if self.compresses(m.tool) and stored is not None:
+            return stored, "measured"
+        return m.bytes, "as sent"
+
     def costs(self, m: Measurement) -> dict[str, object]:
-        """Cost of the measured run, with compression where the data compresses, and projected."""
+        """Cost of the measured run: egress for the bytes on the wire, instance for the wall time.
+
+        ``as_sent`` is the bytes that crossed the wire (compressed ones for a
+        compressing tool, measured); ``zlib6_estimate`` (text rows, tools
+        that do not compress only) what the run would cost if the tool
+        compressed like zlib 6; ``projected_full_size`` the seed's row size
+        at the measured rate and wire ratio.
+        """
         info = self._row_info(m.row)
-        out: dict[str, object] = {"as_sent": cost(m.bytes, m.seconds, self.prices)}
-        ratio = self._ratio(m.row)
-        if info.get("data") == "text":
-            out["compressed"] = cost(m.bytes, m.seconds, self.prices, ratio)
-            out["compression_ratio"] = ratio
+        wire, source = self.wire(m)
+        ratio = wire / m.bytes if m.bytes else 1.0
+        out: dict[str, object] = {
+            "wire_bytes": wire,
+            "wire_source": source,
+            "wire_ratio": round(ratio, 4),
+            "as_sent": cost(wire, m.seconds, self.prices),
+        }
+        if info.get("data") == "text" and not self.compresses(m.tool):
+            zlib = self._ratio(m.row)
+            out["zlib6_estimate"] = cost(m.bytes, m.seconds, self.prices, zlib)
+            out["zlib6_ratio"] = zlib
         full = int(info.get("published_bytes") or 0)  # type: ignore[call-overload]
         if m.ok and m.seconds > 0 and m.bytes and full > m.bytes and m.concurrency is None:
             seconds = m.seconds * full / m.bytes
-            out["projected_full_size"] = cost(full, seconds, self.prices)
+            out["projected_full_size"] = cost(round(full * ratio), seconds, self.prices)
         return out
 
     def to_dict(self) -> dict[str, object]:
@@ -923,20 +980,31 @@ class ScenarioReport:
             "",
             "## Cost estimate",
             "",
-            f"Skyplane-style: egress ${p.egress_per_gb}/GB x bytes (x the zlib-6 ratio where the "
-            f"data compresses) + instance ${p.instance_per_hour}/h x transfer time. None of the "
-            "tools compresses in transit; the *compressed* column is what the transfer would "
-            "cost if it did. *Projected* scales bytes and time back to the seed's row size at "
-            "the measured rate. Prices: `--egress-price`, `--instance-price` or `--prices FILE`.",
+            f"Skyplane's model: egress ${p.egress_per_gb}/GB x the bytes on the wire, plus "
+            f"instance ${p.instance_per_hour}/h x the wall time; both shown per tool. *On the "
+            "wire*: for a tool that compresses (synxfer-zstd, `--compress zstd`) the stored "
+            "size of its objects, listed after the upload (**measured**; a download fetches "
+            "those same bytes); for the others the files' bytes as sent. The last but one "
+            "column is an **estimate**, for tools that do not compress, on text rows only: "
+            "what the run would cost if the tool sent zlib-6-compressed bytes (zlib level 6 "
+            "over a sample of the row's data). *Projected* scales bytes and time back to the "
+            "seed's row size at the measured rate and wire ratio. A server-side copy's bytes stay "
+            "inside the service (between buckets of one region Skyplane's model charges no "
+            "egress); the table charges them as if they crossed. Prices: `--egress-price`, "
+            "`--instance-price` or `--prices FILE`.",
             "",
         ]
         header = [
             "test",
             "direction",
             "tool",
-            "$ as sent",
-            "$ compressed",
-            "$ projected (seed size)",
+            "on the wire",
+            "wire / original",
+            "egress $",
+            "instance $",
+            "total $",
+            "total $ if zlib-6 compressed (estimate)",
+            "total $ projected (seed size)",
         ]
         body = []
         for m in self.result.measurements:
@@ -944,19 +1012,73 @@ class ScenarioReport:
                 continue
             c = self.costs(m)
             sent = c["as_sent"]
-            comp = c.get("compressed")
+            assert isinstance(sent, dict)
+            est = c.get("zlib6_estimate")
             proj = c.get("projected_full_size")
+            ratio = float(c["wire_ratio"])  # type: ignore[arg-type]
+            measured = c["wire_source"] == "measured"
             body.append(
                 [
                     self.label(m),
                     m.direction,
                     m.tool,
-                    f"{sent['total_usd']:.6f}",  # type: ignore[index]
-                    f"{comp['total_usd']:.6f}" if comp else "-",  # type: ignore[index]
+                    human_size(int(c["wire_bytes"])),  # type: ignore[call-overload]
+                    f"{ratio:.3f} (measured)" if measured else "1 (not compressed)",
+                    f"{sent['egress_usd']:.6f}",
+                    f"{sent['instance_usd']:.6f}",
+                    f"{sent['total_usd']:.6f}",
+                    f"{est['total_usd']:.6f} (zlib-6 {float(c['zlib6_ratio']):.3f})"  # type: ignore[index,arg-type]
+                    if est
+                    else "-",
                     f"{proj['total_usd']:.2f}" if proj else "-",  # type: ignore[index]
                 ]
             )
-        return [*lines, _md_table(header, body)]
+        return [*lines, _md_table(header, body), *self._compression_section()]
+
+    def _compression_section(self) -> list[str]:
+        """Per compressing run: original and stored bytes, CPU it cost, wall time vs the others."""
+        header = ["test", "direction", "tool", "original", "stored (on the wire)",
+                  "stored / original", "client CPU s/GiB", "wall s",
+                  "wall vs synxfer (uncompressed)", "wall vs s5cmd"]  # fmt: skip
+        index: dict[tuple[str, str, int | None], dict[str, Measurement]] = {}
+        for m in self.result.measurements:
+            index.setdefault((m.row, m.direction, m.concurrency), {})[m.tool] = m
+        body: list[list[str]] = []
+        for m in self.result.measurements:
+            if not m.ok or not self.compresses(m.tool):
+                continue
+            wire, source = self.wire(m)
+            if source != "measured":
+                continue
+            peers = index[(m.row, m.direction, m.concurrency)]
+            body.append(
+                [
+                    self.label(m),
+                    m.direction,
+                    m.tool,
+                    human_size(m.bytes),
+                    human_size(wire),
+                    f"{wire / m.bytes:.3f}" if m.bytes else "-",
+                    f"{cpu_per_gib(m):.2f}",
+                    f"{m.seconds:.2f}",
+                    _wall_versus(m, peers.get("synxfer")),
+                    _wall_versus(m, peers.get("s5cmd")),
+                ]
+            )
+        if not body:
+            return []
+        return [
+            "",
+            "## Compression, measured",
+            "",
+            "Runs of a tool that stores objects compressed: the files' bytes, the bytes "
+            "stored (listed after the upload; what crossed the wire, both ways), the client's "
+            "CPU seconds per GiB of files (user + system of the whole process tree: "
+            "compression, or decompression on the way down, included), and its wall time "
+            "over the uncompressed synxfer's and s5cmd's on the same row (< 1: faster).",
+            "",
+            _md_table(header, body),
+        ]
 
     # -- loading a written report back
     @classmethod
@@ -996,6 +1118,13 @@ def _binds(m: Measurement, cores: int, machine: float | None = None) -> str:
     if machine is not None and machine >= BUSY:
         return f"other processes' CPU (machine {machine:.0%} busy; {cpus})"
     return f"neither side's CPU ({cpus})"
+
+
+def _wall_versus(m: Measurement, other: Measurement | None) -> str:
+    """``m``'s wall time over ``other``'s (< 1: ``m`` was faster), or ``-``."""
+    if other is None or not other.ok or not other.seconds:
+        return "-"
+    return f"{m.seconds / other.seconds:.2f}x"
 
 
 def _goals(v: Mapping[str, object]) -> str:

@@ -40,6 +40,7 @@ __all__ = [
     "GCS_EMULATOR",
     "QUICK",
     "SCENARIOS",
+    "SECOND_BUCKET",
     "SMALL_FILE",
     "SMALL_ROW_BUDGET",
     "SPEED",
@@ -390,21 +391,49 @@ S5CMD = Scenario(
     synxfer_scheme="scp",
 )
 
+#: ``copy_to`` of rows whose destination is a second bucket on the target itself,
+#: created by the bench for the run (the URL then becomes ``<scheme>://<bucket>/...``):
+#: copies across two buckets of one endpoint and credentials, server-side in synxfer.
+SECOND_BUCKET = "s3+bucket://synxfer-bench-dst/"
+
+#: Skyplane (seed 000): an ImageNet-like many-file set, big random files, a text corpus
+#: for the compression/cost case, and a copy across two buckets of the same service.
 SKYPLANE = Scenario(
     "skyplane",
     (
-        Row.of(1024, 64 * MiB),
+        # fake_imagenet: 1,024 TFRecord-like shards of 64 MiB of random bytes (64 GiB).
+        Row("fake-imagenet-shards", 1024, 64 * MiB, published="1024x64MiB"),
         Row.of(1, 4 * GiB),
         Row.of(1, 16 * GiB),
         Row.of(1, 64 * GiB),
+        # A Wikipedia-like dump (datagen's text generator) split in 16 MiB pieces, as the
+        # seed splits its corpus; shrinks by count.
         Row("text-16MiB-shards", 1024, 16 * MiB, data="text", fixed_size=True),
+        # s3 -> s3 across two buckets of one service: the shards again, copied server-side.
+        Row(
+            "s3-to-s3-cross-bucket",
+            1024,
+            64 * MiB,
+            case="copy",
+            copy_to=SECOND_BUCKET,
+            published="1024x64MiB",
+        ),
     ),
     default_scale=0.005,
     description=(
-        "Skyplane-style transfers: a many-file data set of shards, large random files "
-        "(4-64 GiB), and a text corpus in 16 MiB shards for the compression/cost case"
+        "Skyplane-style transfers: an ImageNet-like data set of 64 MiB shards "
+        "(fake_imagenet), large random files (4-64 GiB), a Wikipedia-like text corpus in "
+        "16 MiB pieces for the compression/cost case (synxfer-zstd stores it "
+        "zstd-compressed), and an s3 -> s3 copy of the shards across two buckets of the "
+        "same service (server-side, synxfer only)"
     ),
-    source="Skyplane paper and docs (bulk transfer benchmarks, cost model)",
+    source="Skyplane paper and docs (bulk transfer benchmarks, cost model; seed 000)",
+    notes=(
+        "synxfer-zstd is synxfer with --compress zstd (level 3): objects stored "
+        "zstd-compressed with synxfer-encoding/synxfer-size metadata; the bench checks it "
+        "by the original sizes in that metadata, and its cost by the stored bytes",
+    ),
+    tools=("synxfer", "synxfer-zstd", "s5cmd", "aws"),
 )
 
 #: ``copy_to`` of rows whose destination is a GCS emulator the bench starts

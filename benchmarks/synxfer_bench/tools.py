@@ -50,11 +50,14 @@ __all__ = [
 
 #: ``--tools all``, in table order.
 ALL_TOOLS = ("synxfer", "synxfer-tuned", "aws", "aws-tuned", "s5cmd", "rclone", "boto3")
-#: synxfer scale-out variants (issue 12): name -> extra CLI flags. Only by name, not in ``all``.
+#: synxfer variants: scale-out (issue 12) and compression (issue 14.5): name -> extra CLI
+#: flags. Only by name, not in ``all``.
 SYNXFER_VARIANTS: dict[str, tuple[str, ...]] = {
     "synxfer-p1": ("--processes", "1"),
     "synxfer-p2": ("--processes", "2"),
     "synxfer-dask2": ("--dask", "local:2"),
+    # Skyplane's compression case (issue 14.5): objects stored zstd-compressed (level 3).
+    "synxfer-zstd": ("--compress", "zstd"),
 }
 #: Every name ``--tools`` accepts.
 KNOWN_TOOLS = (*ALL_TOOLS, *SYNXFER_VARIANTS)
@@ -144,12 +147,18 @@ class Tool(abc.ABC):
         """What a thread count N (``--threads``, a row's sweep) sets for this tool."""
         return "(none)"
 
+    @property
+    def compresses(self) -> bool:
+        """The tool stores objects compressed (their listed size is not the file's)."""
+        return False
+
     def describe(self) -> dict[str, object]:
         return {
             "name": self.label,
             "tool": self.name,
             "version": self.version(),
             "threads_knob": self.knob(),
+            "compresses": self.compresses,
         }
 
 
@@ -192,6 +201,8 @@ class SynxferTool(Tool):
         self.aws_settings = dict(aws_settings or {})
 
     def unsupported(self, op: Op, target: Target) -> str | None:
+        if op.kind == "copy" and self.compresses:
+            return "--compress applies to uploads: remote copies are not compressed"
         return None
 
     def _query_version(self) -> str:
@@ -199,6 +210,10 @@ class SynxferTool(Tool):
 
     def knob(self) -> str:
         return "--max-threads N"
+
+    @property
+    def compresses(self) -> bool:
+        return "--compress" in self.options
 
     def describe(self) -> dict[str, object]:
         how = " ".join(self.options) or "defaults"
