@@ -59,3 +59,43 @@ def test_tiny_experiment_writes_every_output(tmp_path: Path) -> None:
 def test_orderings_mark_ties() -> None:
     means = {"a": (1.0, 0.01), "b": (1.05, 0.01), "c": (2.0, 0.5), "d": (2.2, 0.05)}
     assert blockstore.ordering(means) == "a ≈ b < c ≈ d"
+
+
+def test_sao_paulo_experiment(tmp_path: Path) -> None:
+    """Experiment 3 (upload at São Paulo, download at Seoul): where each policy puts blocks."""
+    out = tmp_path / "out"
+    code = blockstore.main(
+        [
+            "--out",
+            str(out),
+            "--runs",
+            "1",
+            "--files",
+            "2",
+            "--file-size",
+            "128KiB",
+            "--block-sizes",
+            "64KiB",
+            "--policies",
+            "localclosest,tworandom",
+            "--rtt-scale",
+            "0.2",
+            "--experiments",
+            "3",
+        ]
+    )
+    assert code == 0
+    doc = json.loads((out / "results.json").read_text())
+    cells = {(c["experiment"], c["policy"]): c for c in doc["cells"]}
+    assert set(cells) == {(3, "localclosest"), (3, "tworandom")}
+    closest, two = cells[(3, "localclosest")], cells[(3, "tworandom")]
+    # São Paulo's closest site is Dublin (184 ms; Seoul 298, Mumbai 305): every block is there.
+    assert closest["placement"] == {"Seoul": 0.0, "Dublin": 1.0, "SaoPaulo": 1.0, "Mumbai": 0.0}
+    assert closest["read_from"]["Seoul"] == 0.0
+    assert closest["read_from"]["Mumbai"] == 0.0
+    # Two random sites per block: two replicas of every block, wherever they went.
+    assert sum(two["placement"].values()) == 2.0
+    md = (out / "results.md").read_text()
+    assert "Experiment 3: upload at São Paulo, download at Seoul" in md
+    assert "predicted from the RTTs" in md
+    assert (out / "exp3.png").is_file()
