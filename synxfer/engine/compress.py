@@ -47,7 +47,6 @@ from typing import Any
 
 from .._exceptions import ConfigError, IntegrityError, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
-from .._retry import retrying
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from .checksums import new_hash
 from .core import Engine
@@ -55,7 +54,7 @@ from .localfile import LocalFile, identity, pwrite_all, source_changed, temp_pat
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, upload_options
 from .parts import Part, checksum_of, plan_part_size
 from .scheduler import Lease
-from .verify import Plan, Sums, unit_value
+from .verify import Plan, Settled, Sums, gave_up, raise_mismatch_of, retry_mismatch, unit_value
 
 __all__ = [
     "COMPRESSIONS",
@@ -361,13 +360,9 @@ class _Sink:
         return n
 
 
-class Undecodable(Exception):
+class Undecodable(Settled):
     """Stored bytes that match their checksum yet do not decode to the file
     their metadata describes: fetching them again cannot help (not retried)."""
-
-    def __init__(self, error: IntegrityError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class _Decompressing:
@@ -523,25 +518,18 @@ async def download_compressed(
             try:
                 await scheduler.map_parts(p.ranges, fetch, fetched_part)
             except BaseExceptionGroup as group:
-                mismatch = group.subgroup(IntegrityError)
-                if mismatch is not None and mismatch.exceptions:
-                    leaf: BaseException = mismatch
-                    while isinstance(leaf, BaseExceptionGroup):
-                        leaf = leaf.exceptions[0]
-                    raise leaf from None
+                raise_mismatch_of(group)
                 raise
             if p.exp is not None:
                 await scheduler.io(sums.check, url)
             await scheduler.io(out.finish)
 
-        policy = retrying(engine.config.retry, "download", IntegrityError, engine.on_retry)
         try:
-            await policy(one_pass)
+            await retry_mismatch(engine, "download", one_pass)
         except Undecodable as bad:
-            raise IntegrityError(f"{bad.error}; nothing was written to {dest}") from None
+            raise gave_up(bad.error, attempts, dest) from None
         except IntegrityError as exc:
-            how = f"; {attempts} attempts" if attempts > 1 else ""
-            raise IntegrityError(f"{exc}{how}; nothing was written to {dest}") from None
+            raise gave_up(exc, attempts, dest) from None
         from .download import _mtime_ns
 
         await f.finish(_mtime_ns(info), info.etag)

@@ -34,21 +34,30 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
-from tenacity import AsyncRetrying
-
-from .._exceptions import ConfigError, IntegrityError, PreconditionFailed
+from .._exceptions import ConfigError, IntegrityError
 from .._models import CompletedPart, ObjectInfo, WriteOptions
-from .._retry import retrying
 from ..backend import Backend, Capabilities, Checksum, ChecksumAlgorithm
 from . import checksums as ck
 from .checksums import Hasher
 from .core import Engine
-from .download import _raise_mismatch_of, _Settled
 from .meta import MTIME_KEY, PART_SIZE_KEY, copy_options, format_mtime
 from .parts import Part, checksum_of, plan_part_size
 from .scheduler import Lease
 from .upload import abort_upload
-from .verify import Expectation, Layout, Plan, Sums, gather_layout, plan, unit_value
+from .verify import (
+    Expectation,
+    Layout,
+    Plan,
+    Sums,
+    check_size,
+    check_version,
+    fetch_checked,
+    gather_layout,
+    gave_up,
+    plan,
+    retry_mismatch,
+    unit_value,
+)
 
 __all__ = ["copy_object", "server_side"]
 
@@ -76,7 +85,7 @@ async def copy_object(
     base = engine.config.write_options if options is None else options
     if server_side(src, dst):
         info = await src.stat(src_key)
-        _same_version(src.url(src_key), etag, info)
+        check_version(src.url(src_key), etag, info)
         given = copy_options(base, info, _metadata(info, None))
         if src is dst:
             await dst.copy(src_key, dst_key, given)
@@ -113,22 +122,6 @@ def server_side(src: Backend, dst: Backend) -> bool:
     return scope is not None and scope == src.copy_scope()
 
 
-def _same_version(url: str, etag: str | None, info: ObjectInfo) -> None:
-    if etag and info.etag and info.etag != etag:
-        raise PreconditionFailed(
-            "changed on the server since it was listed; run the command again", url=url
-        )
-
-
-def _check_size(url: str, size: int, info: ObjectInfo) -> None:
-    if info.size != size:
-        raise PreconditionFailed(
-            f"changed on the server during the copy (size {size} -> {info.size}); "
-            "run the command again",
-            url=url,
-        )
-
-
 def _metadata(info: ObjectInfo, part_size: int | None) -> dict[str, str]:
     """synxfer's metadata of the copy: the source's time even if the source
     had none stored, and the copy's part size when known (``None``: keep
@@ -150,21 +143,6 @@ def _options(base: WriteOptions, info: ObjectInfo, part_size: int | None) -> Wri
         metadata = {k: v for k, v in given.metadata.items() if k != PART_SIZE_KEY}
         given = dataclasses.replace(given, metadata=metadata)
     return given
-
-
-def _retrying_mismatch(engine: Engine) -> AsyncRetrying:
-    """The client's retry policy, for data that did not match its checksum."""
-    return retrying(engine.config.retry, "copy", IntegrityError, engine.on_retry)
-
-
-def _gave_up(exc: IntegrityError, attempts: int, dst_url: str, *, same: bool = False) -> Exception:
-    if same:
-        how = f"; the data came back the same in {attempts} attempts"
-    elif attempts > 1:
-        how = f"; {attempts} attempts"
-    else:
-        how = ""
-    return IntegrityError(f"{exc}{how}; nothing was written to {dst_url}")
 
 
 # -- the range's sums (in a worker thread) --------------------------------------------
@@ -243,7 +221,7 @@ async def _stream_single(
             # As a whole: S3 sends no whole-object checksum with a range.
             info = await src.read_into(src_key, 0, memoryview(buf), if_match=etag, whole=True)
             engine.progress(size, "down")
-            _check_size(url, size, info)
+            check_size(url, size, info, "copy")
             exp, layout = await gather_layout(src, src_key, info, info.etag or etag)
             if exp is None and not src.capabilities.verified_reads:
                 # A GET may carry no whole-object checksum: ask a HEAD.
@@ -256,9 +234,9 @@ async def _stream_single(
             return info, checksum
 
         try:
-            got: tuple[ObjectInfo, Checksum | None] = await _retrying_mismatch(engine)(attempt)
+            got = await retry_mismatch(engine, "copy", attempt)
         except IntegrityError as exc:
-            raise _gave_up(exc, attempts, dst_url) from None
+            raise gave_up(exc, attempts, dst_url) from None
         info, checksum = got
         result = await dst.put(dst_key, buf, _options(base, info, 0), checksum)
         engine.progress(size, "up")
@@ -329,8 +307,8 @@ async def _stream_parts(
     caps = dst.capabilities
     # A HEAD first: ranged GETs carry no whole-object checksum.
     info = await src.stat(src_key)
-    _check_size(url, size, info)
-    _same_version(url, etag, info)
+    check_size(url, size, info, "copy")
+    check_version(url, etag, info)
     exp, layout = await gather_layout(src, src_key, info, info.etag)
     part_size = _choose_part_size(size, engine.config.part_size, caps, exp, layout)
     if part_size is None:
@@ -353,7 +331,6 @@ async def _stream_parts(
     sent: dict[int, Checksum | None] = {}
     turns: dict[int, asyncio.Event] = {}
     if_match = info.etag or etag
-    attempts = 0
 
     async def move(part: Part, lease: Lease) -> int | bytes | None:
         buf = lease.buffer()
@@ -383,38 +360,12 @@ async def _stream_parts(
         if p.last_of_unit(part.index):
             sums.record(p.unit_of[part.index], value)
 
-    async def one_pass() -> None:
-        nonlocal attempts
-        attempts += 1
-        units = [u for u in range(len(p.units)) if attempts == 1 or not sums.confirmed[u]]
-        todo = [p.ranges[i] for u in units for i in p.units[u]]
-        turns.clear()
-        turns.update((part.index, asyncio.Event()) for part in todo)
-        try:
-            await scheduler.map_parts(todo, move, moved)
-        except BaseExceptionGroup as group:
-            _raise_mismatch_of(group)
-            raise
-        if exp is None:
-            return
-        try:
-            await scheduler.io(sums.check, url)
-        except IntegrityError as exc:
-            if all(sums.confirmed):
-                raise _Settled(exc) from None  # the data and the checksum disagree
-            raise
-
     # Orphans of a retried create are the retry layer's business.
     upload = await dst.create_multipart(
         dst_key, _options(base, info, part_size if uniform else None)
     )
     try:
-        try:
-            await _retrying_mismatch(engine)(one_pass)
-        except _Settled as settled:
-            raise _gave_up(settled.error, attempts, dst_url, same=True) from None
-        except IntegrityError as exc:
-            raise _gave_up(exc, attempts, dst_url) from None
+        await fetch_checked(engine, "copy", sums, url, dst_url, turns, move, moved)
         result = await dst.complete_multipart(upload, [done[n] for n in sorted(done)])
     except BaseException:
         await abort_upload(dst, upload)

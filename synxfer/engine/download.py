@@ -25,9 +25,8 @@ import logging
 import os
 from pathlib import Path
 
-from .._exceptions import IntegrityError, PreconditionFailed
+from .._exceptions import IntegrityError
 from .._models import ObjectInfo
-from .._retry import Retrier
 from ..backend import Backend
 from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
@@ -39,7 +38,18 @@ from .parts import (
     plan_part_size,
 )
 from .scheduler import Lease
-from .verify import Plan, Sums, gather_layout, plan, unit_value
+from .verify import (
+    Plan,
+    Sums,
+    check_size,
+    check_version,
+    fetch_checked,
+    gather_layout,
+    gave_up,
+    plan,
+    retry_mismatch,
+    unit_value,
+)
 
 __all__ = ["download_object", "resume_temp_path"]
 
@@ -97,33 +107,6 @@ async def download_object(
 SINGLE_GET_PARTS = 2
 
 
-def _retrying_mismatch(engine: Engine) -> Retrier:
-    """The client's retry policy, for data that did not match its checksum
-    (the first attempt a plain call: tenacity only after a mismatch)."""
-    return Retrier(engine.config.retry, "download", IntegrityError, engine.on_retry)
-
-
-class _Settled(Exception):
-    """A mismatch that fetching again cannot fix (not retried)."""
-
-    def __init__(self, error: IntegrityError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _gave_up(
-    exc: IntegrityError, attempts: int, dest: Path, *, same: bool = False
-) -> IntegrityError:
-    """The file's final error: the mismatch, the attempts made, nothing written."""
-    if same:
-        how = f"; the data came back the same in {attempts} attempts"
-    elif attempts > 1:
-        how = f"; {attempts} attempts"
-    else:
-        how = ""
-    return IntegrityError(f"{exc}{how}; nothing was written to {dest}")
-
-
 async def _download_single(
     engine: Engine,
     backend: Backend,
@@ -158,7 +141,7 @@ async def _download_single(
             # As a whole: S3 sends no whole-object checksum with a range.
             info = await backend.read_into(key, 0, view, if_match=etag, whole=True)
             engine.progress(size, "down")
-            _check_size(src, size, info)
+            check_size(src, size, info, "download")
             exp, layout = await gather_layout(backend, key, info, info.etag or etag)
             if exp is None and not verified:
                 # Some services send no whole-object checksum with a ranged
@@ -192,11 +175,11 @@ async def _download_single(
             )
 
         try:
-            await _retrying_mismatch(engine)(attempt)
+            await retry_mismatch(engine, "download", attempt)
         except Undecodable as bad:
-            raise _gave_up(bad.error, attempts, dest, same=attempts > 1) from None
+            raise gave_up(bad.error, attempts, dest, same=attempts > 1) from None
         except IntegrityError as exc:
-            raise _gave_up(exc, attempts, dest) from None
+            raise gave_up(exc, attempts, dest) from None
     return size, verified
 
 
@@ -233,11 +216,8 @@ async def _download_ranges(
     resumable = engine.resumable
     tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
     info = await backend.stat(key)
-    _check_size(src, size, info)
-    if etag and info.etag and info.etag != etag:
-        raise PreconditionFailed(
-            "changed on the server since it was listed; run the command again", url=src
-        )
+    check_size(src, size, info, "download")
+    check_version(src, etag, info)
     exp, layout = await gather_layout(backend, key, info, info.etag)
     p = plan(size, part_size, exp, layout)
     if is_compressed(info):  # fetched in order and decompressed (.compress); no journal
@@ -252,7 +232,6 @@ async def _download_ranges(
     f = await LocalFile.open(tmp, flags, scheduler.executor, parents=True)
     committed = keep = False
     fetched = 0
-    attempts = 0
     try:
         if resumed is None:
             resumed = set()
@@ -299,39 +278,9 @@ async def _download_ranges(
             engine.progress(part.length, "down")
 
         turns: dict[int, asyncio.Event] = {}
-
-        async def one_pass() -> None:
-            nonlocal attempts
-            attempts += 1
-            if attempts == 1:
-                units = [u for u in range(len(p.units)) if u not in resumed]
-            else:
-                units = [u for u in range(len(p.units)) if not sums.confirmed[u]]
-            todo = [p.ranges[i] for u in units for i in p.units[u]]
-            turns.clear()
-            turns.update((part.index, asyncio.Event()) for part in todo)
-            try:
-                await scheduler.map_parts(todo, fetch, fetched_part)
-            except BaseExceptionGroup as group:
-                _raise_mismatch_of(group)
-                raise
-            if exp is None:
-                return
-            try:
-                await scheduler.io(sums.check, src)
-            except IntegrityError as exc:
-                if all(sums.confirmed):
-                    # Every range came back the same twice: fetching again
-                    # cannot help, the data and the checksum disagree.
-                    raise _Settled(exc) from None
-                raise
-
-        try:
-            await _retrying_mismatch(engine)(one_pass)
-        except _Settled as settled:
-            raise _gave_up(settled.error, attempts, dest, same=True) from None
-        except IntegrityError as exc:
-            raise _gave_up(exc, attempts, dest) from None
+        await fetch_checked(
+            engine, "download", sums, src, dest, turns, fetch, fetched_part, have=resumed
+        )
         await f.finish(_mtime_ns(info), info.etag)
         await f.close()
         await scheduler.io(os.replace, tmp, dest)
@@ -350,21 +299,6 @@ async def _download_ranges(
             if not keep:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
-
-
-def _raise_mismatch_of(group: BaseExceptionGroup[BaseException]) -> None:
-    """Raise the IntegrityError a failed pass's group holds, when nothing
-    else failed (so the retry policy sees it); else return."""
-    mismatch = group.subgroup(IntegrityError)
-    other = group.subgroup(
-        lambda e: not isinstance(e, IntegrityError | asyncio.CancelledError | BaseExceptionGroup)
-    )
-    if mismatch is None or other is not None:
-        return
-    leaf: BaseException = mismatch
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    raise leaf from None
 
 
 def _journal_value(kind: Kind | None, value: int | bytes | None) -> bytes:
@@ -439,15 +373,6 @@ async def _resume_download(
         os.unlink(entry.temp)
     await engine.journal.download_done(str(dest))
     return None
-
-
-def _check_size(src: str, size: int, info: ObjectInfo) -> None:
-    if info.size != size:
-        raise PreconditionFailed(
-            f"changed on the server during the download "
-            f"(size {size} -> {info.size}); run the command again",
-            url=src,
-        )
 
 
 def _mtime_ns(info: ObjectInfo) -> int | None:

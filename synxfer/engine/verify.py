@@ -25,11 +25,12 @@ when its check passes.
 
 Downloads (:mod:`.download`, :mod:`.compress`) and streamed copies
 (:mod:`.copy`) share the rest of that loop from here: the retry policy for a
-mismatch (:func:`retry_mismatch`), the failed pass's mismatch out of its
-task group (:func:`raise_mismatch_of`), a mismatch that fetching again
-cannot fix (:class:`Settled`), the final error (:func:`gave_up`), and the
-checks that the object is still the one listed (:func:`check_size`,
-:func:`check_version`).
+mismatch (:func:`retry_mismatch`), the passes over a ranged object's
+units until its check passes (:func:`fetch_checked`), the failed pass's
+mismatch out of its task group (:func:`raise_mismatch_of`), a mismatch
+that fetching again cannot fix (:class:`Settled`), the final error
+(:func:`gave_up`), and the checks that the object is still the one listed
+(:func:`check_size`, :func:`check_version`).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from .._exceptions import BackendError, IntegrityError, NotFound, PreconditionFailed
 from .._models import ObjectInfo
-from .._retry import call_with_retries
+from .._retry import Retrier
 from ..backend import Backend
 from . import checksums as ck
 from .checksums import CRC_KINDS, HASH_KINDS, Hasher, Kind
@@ -55,6 +56,7 @@ from .parts import Part, etag_parts
 
 if TYPE_CHECKING:
     from .core import Engine
+    from .scheduler import Lease
 
 __all__ = [
     "Expectation",
@@ -65,6 +67,7 @@ __all__ = [
     "check_size",
     "check_version",
     "expectations",
+    "fetch_checked",
     "find_layout",
     "gather_layout",
     "gave_up",
@@ -440,7 +443,7 @@ async def retry_mismatch(engine: Engine, op: str, fn: Callable[[], Awaitable[T]]
     backoff as a transient error), retrying data that did not match its
     checksum (:class:`IntegrityError`); the first attempt is a plain call.
     ``op`` names the operation in retry events (``download``, ``copy``)."""
-    return await call_with_retries(engine.config.retry, op, IntegrityError, engine.on_retry, fn)
+    return await Retrier(engine.config.retry, op, IntegrityError, engine.on_retry)(fn)
 
 
 class Settled(Exception):
@@ -465,6 +468,64 @@ def raise_mismatch_of(group: BaseExceptionGroup[BaseException]) -> None:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     raise leaf from None
+
+
+async def fetch_checked(
+    engine: Engine,
+    op: str,
+    sums: Sums,
+    url: str,
+    target: object,
+    turns: dict[int, asyncio.Event],
+    work: Callable[[Part, Lease], Awaitable[int | bytes | None]],
+    then: Callable[[Part, int | bytes | None], Awaitable[None]],
+    *,
+    have: Collection[int] = (),
+) -> None:
+    """Move ``sums.plan``'s ranges through the scheduler (``work``, then
+    ``then`` records each range's unit value) pass after pass under the retry
+    policy until the object's check passes; raise :func:`gave_up`'s error
+    (nothing was written to ``target``) when it never does.
+
+    The first pass moves every unit but those in ``have`` (resumed); each
+    later one only the units not confirmed. ``turns`` gets a fresh event per
+    range of each pass (``work`` waits on them to hash a unit in order).
+    """
+    p = sums.plan
+    attempts = 0
+
+    async def one_pass() -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            units = [u for u in range(len(p.units)) if u not in have]
+        else:
+            units = [u for u in range(len(p.units)) if not sums.confirmed[u]]
+        todo = [p.ranges[i] for u in units for i in p.units[u]]
+        turns.clear()
+        turns.update((part.index, asyncio.Event()) for part in todo)
+        try:
+            await engine.scheduler.map_parts(todo, work, then)
+        except BaseExceptionGroup as group:
+            raise_mismatch_of(group)
+            raise
+        if p.exp is None:
+            return
+        try:
+            await engine.scheduler.io(sums.check, url)
+        except IntegrityError as exc:
+            if all(sums.confirmed):
+                # Every unit came back the same twice: fetching again
+                # cannot help, the data and the checksum disagree.
+                raise Settled(exc) from None
+            raise
+
+    try:
+        await retry_mismatch(engine, op, one_pass)
+    except Settled as settled:
+        raise gave_up(settled.error, attempts, target, same=True) from None
+    except IntegrityError as exc:
+        raise gave_up(exc, attempts, target) from None
 
 
 def gave_up(
