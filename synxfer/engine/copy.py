@@ -33,6 +33,7 @@ import base64
 import dataclasses
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from .._exceptions import ConfigError, IntegrityError
 from .._models import CompletedPart, ObjectInfo, WriteOptions
@@ -74,9 +75,12 @@ async def copy_object(
     etag: str | None = None,
     *,
     options: WriteOptions | None = None,
-) -> int:
-    """Copy ``src_key`` (``size`` bytes) to ``dst_key``; returns bytes streamed
-    (0 for a server-side copy).
+) -> tuple[int, bool | None]:
+    """Copy ``src_key`` (``size`` bytes) to ``dst_key``; returns the bytes
+    streamed (0 for a server-side copy) and whether a streamed copy was
+    verified (checked against a checksum the source vouches for, or read from
+    a backend that checks its reads); None for a server-side copy, whose
+    bytes never cross the client.
 
     The copy keeps the source's content type and metadata, with ``options``
     (None: ``TransferConfig.write_options``) over them (see
@@ -91,7 +95,7 @@ async def copy_object(
             await dst.copy(src_key, dst_key, given)
         else:
             await dst.copy_from(src.bucket, src_key, dst_key, given)
-        return 0
+        return 0, None
     if size < 0:
         raise ConfigError(f"{src.url(src_key)}: negative size {size}")
     caps = dst.capabilities
@@ -106,9 +110,22 @@ async def copy_object(
                 f"{caps.max_single_put} bytes in one request"
             )
         multipart = False
-    if not multipart:
-        return await _stream_single(engine, src, src_key, dst, dst_key, size, etag, base)
-    return await _stream_parts(engine, src, src_key, dst, dst_key, size, etag, base)
+    job = _Copy(src, src_key, dst, dst_key, size, etag, base)
+    return await (_stream_parts if multipart else _stream_single)(engine, job)
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    """One streamed copy: the source object (listed with ``size`` and
+    ``etag``), its destination, and the options it is written with."""
+
+    src: Backend
+    src_key: str
+    dst: Backend
+    dst_key: str
+    size: int
+    etag: str | None
+    base: WriteOptions
 
 
 def server_side(src: Backend, dst: Backend) -> bool:
@@ -196,27 +213,21 @@ def _check_whole(
 # -- one request -----------------------------------------------------------------------
 
 
-async def _stream_single(
-    engine: Engine,
-    src: Backend,
-    src_key: str,
-    dst: Backend,
-    dst_key: str,
-    size: int,
-    etag: str | None,
-    base: WriteOptions,
-) -> int:
+async def _stream_single(engine: Engine, job: _Copy) -> tuple[int, bool]:
     """One read of the whole object into a pooled buffer, checked (and the
     destination's checksum computed) in one worker-thread call, then one put."""
+    src, src_key, dst, dst_key = job.src, job.src_key, job.dst, job.dst_key
+    size, etag = job.size, job.etag
     scheduler = engine.scheduler
     url, dst_url = src.url(src_key), dst.url(dst_key)
     algorithm = dst.capabilities.part_checksum
     attempts = 0
+    verified = src.capabilities.verified_reads
     async with scheduler.reserve(size) as lease:
         buf = lease.buffer()
 
         async def attempt() -> tuple[ObjectInfo, Checksum | None]:
-            nonlocal attempts
+            nonlocal attempts, verified
             attempts += 1
             # As a whole: S3 sends no whole-object checksum with a range.
             info = await src.read_into(src_key, 0, memoryview(buf), if_match=etag, whole=True)
@@ -229,6 +240,7 @@ async def _stream_single(
                 if head.etag == info.etag and head.size == info.size:
                     exp, layout = await gather_layout(src, src_key, head, head.etag or etag)
             _note_unverified(src, url, exp)
+            verified = verified or exp is not None
             p = plan(size, max(size, 1), exp, layout)
             checksum = await scheduler.io_holding(_check_whole, p, url, buf, algorithm)
             return info, checksum
@@ -238,10 +250,10 @@ async def _stream_single(
         except IntegrityError as exc:
             raise gave_up(exc, attempts, dst_url) from None
         info, checksum = got
-        result = await dst.put(dst_key, buf, _options(base, info, 0), checksum)
+        result = await dst.put(dst_key, buf, _options(job.base, info, 0), checksum)
         engine.progress(size, "up")
     await _reconcile(engine, dst, dst_key, result, [(checksum, size)])
-    return size
+    return size, verified
 
 
 def _note_unverified(src: Backend, url: str, exp: Expectation | None) -> None:
@@ -289,19 +301,12 @@ def _destination_takes(ranges: list[Part], caps: Capabilities) -> bool:
     )
 
 
-async def _stream_parts(
-    engine: Engine,
-    src: Backend,
-    src_key: str,
-    dst: Backend,
-    dst_key: str,
-    size: int,
-    etag: str | None,
-    base: WriteOptions,
-) -> int:
+async def _stream_parts(engine: Engine, job: _Copy) -> tuple[int, bool]:
     """Ranged reads feeding the parts of a multipart upload, checked as a
     ranged download is (:mod:`.verify`), the ranges in doubt sent again on
     a mismatch; completed only when the check passes, aborted otherwise."""
+    src, src_key, dst, dst_key = job.src, job.src_key, job.dst, job.dst_key
+    size, etag = job.size, job.etag
     scheduler = engine.scheduler
     url, dst_url = src.url(src_key), dst.url(dst_key)
     caps = dst.capabilities
@@ -362,7 +367,7 @@ async def _stream_parts(
 
     # Orphans of a retried create are the retry layer's business.
     upload = await dst.create_multipart(
-        dst_key, _options(base, info, part_size if uniform else None)
+        dst_key, _options(job.base, info, part_size if uniform else None)
     )
     try:
         await fetch_checked(engine, "copy", sums, url, dst_url, turns, move, moved)
@@ -371,7 +376,7 @@ async def _stream_parts(
         await abort_upload(dst, upload)
         raise
     await _reconcile(engine, dst, dst_key, result, [(sent[r.number], r.length) for r in p.ranges])
-    return size
+    return size, exp is not None or src.capabilities.verified_reads
 
 
 # -- after the commit -----------------------------------------------------------------
