@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -258,7 +259,7 @@ async def upload_compressed(
         try:
             sent = len(data) + await _send_rest(engine, comp, backend, upload, part_size, done)
             await check_unchanged()
-            await backend.complete_multipart(upload, sorted(done, key=_number))
+            await backend.complete_multipart(upload, sorted(done, key=attrgetter("number")))
         except BaseException:
             await _abort(backend, upload)
             raise
@@ -271,10 +272,6 @@ async def _abort(backend: Backend, upload: MultipartUpload) -> None:
     from .upload import abort_upload  # upload imports this module
 
     await abort_upload(backend, upload)
-
-
-def _number(part: CompletedPart) -> int:
-    return part.number
 
 
 async def _send_rest(
