@@ -152,6 +152,42 @@ async def test_round_trip_metadata_and_resync(
         assert third.files_transferred == 1, third
 
 
+async def test_progress_counts_the_files_bytes_read(
+    s3_endpoint: str, bucket: str, src: Path, contents: dict[str, bytes]
+) -> None:
+    """A compressed upload's PROGRESS events count the file's bytes read
+    (raw), not the compressed bytes sent: each file's events add up to its
+    size, so the progress reaches 100 % of the plan's total (the original
+    sizes); bytes_uploaded still counts what crossed the wire."""
+    from synxfer import EventKind
+    from synxfer.progress import TransferProgress
+
+    events: list[synxfer.Event] = []
+    progress = TransferProgress()
+
+    def on_event(event: synxfer.Event) -> None:
+        events.append(event)
+        progress.update(event)
+
+    async with synxfer.Client(ZSTD, endpoint_url=s3_endpoint, on_event=on_event) as client:
+        up = await client.sync_to(src, f"s3://{bucket}/p/")
+    assert up.ok, up.failures
+    total = sum(len(data) for data in contents.values())
+    per_file: dict[str, int] = {}
+    for event in events:
+        if event.kind is EventKind.PROGRESS:
+            rel = Path(event.src).relative_to(src).as_posix()
+            per_file[rel] = per_file.get(rel, 0) + event.nbytes
+    assert per_file == {rel: len(data) for rel, data in contents.items()}
+    # Several events for the multipart files: the bar moves as parts go.
+    assert sum(1 for e in events if e.kind is EventKind.PROGRESS and "half" in e.src) == 2
+    assert progress.bytes_total == total
+    assert progress.bytes_done == total
+    assert progress.fraction == 1.0
+    stored = _stored(s3_endpoint, bucket, "p/")
+    assert up.bytes_uploaded == sum(o["size"] for o in stored.values()) < 0.8 * total
+
+
 async def test_plain_client_sees_the_compressed_bytes(
     s3_endpoint: str, bucket: str, tmp_path: Path
 ) -> None:

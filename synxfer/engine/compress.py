@@ -160,6 +160,15 @@ class _Compressing:
         compressor = zstd.ZstdCompressor(level=level, write_checksum=True)
         self.stream = compressor.stream_reader(self.source, size=size, read_size=_READ_SIZE)
         self.eof = False
+        self.counted = 0
+
+    def read_since(self) -> int:
+        """The file's bytes read since the last call: what the part just
+        filled moves the file's progress along (its events count the file's
+        bytes, so they add up to its size; the network counts the stored ones)."""
+        n = self.source.offset - self.counted
+        self.counted = self.source.offset
+        return n
 
     def fill(
         self, buf: memoryview, algorithm: ChecksumAlgorithm | None
@@ -235,12 +244,13 @@ async def upload_compressed(
 
         async with scheduler.reserve(part_size) as first:
             data, checksum = await scheduler.io_holding(comp.fill, first.view(), algorithm)
+            raw = comp.read_since()
             if comp.eof and len(data) <= caps.max_single_put:
                 metadata[PART_SIZE_KEY] = "0"
                 await check_unchanged()
                 opts = upload_options(options, metadata, content_type)
                 await backend.put(key, data, opts, checksum)
-                engine.progress(len(data), "up")
+                engine.progress(len(data), "up", advanced=raw)
                 return len(data)
             if not caps.multipart:
                 raise ConfigError(
@@ -252,7 +262,7 @@ async def upload_compressed(
             upload = await backend.create_multipart(key, opts)
             try:
                 done = [await backend.upload_part(upload, 1, data, checksum)]
-                engine.progress(len(data), "up")
+                engine.progress(len(data), "up", advanced=raw)
             except BaseException:
                 await _abort(backend, upload)
                 raise
@@ -303,24 +313,29 @@ async def _send_rest(
             yield Part(index, index * part_size, part_size)
             index += 1
 
-    async def send(part: Part, lease: Lease) -> CompletedPart | None:
+    async def send(part: Part, lease: Lease) -> tuple[CompletedPart, int] | None:
         await turns[part.index].wait()
         try:
             if comp.eof:
                 return None
             data, checksum = await scheduler.io_holding(comp.fill, lease.view(), algorithm)
+            raw = comp.read_since()  # before the next part's fill starts
         finally:
             turns[part.index + 1].set()
         if not data:
-            return None  # the stream ended exactly at the previous part's end
-        return await backend.upload_part(upload, part.number, data, checksum)
+            # The stream ended exactly at the previous part's end.
+            if raw:
+                engine.progress(0, "up", advanced=raw)
+            return None
+        return await backend.upload_part(upload, part.number, data, checksum), raw
 
-    async def sent_part(part: Part, result: CompletedPart | None) -> None:
+    async def sent_part(part: Part, result: tuple[CompletedPart, int] | None) -> None:
         nonlocal sent
         if result is not None:
-            done.append(result)
-            sent += result.size
-            engine.progress(result.size, "up")
+            completed, raw = result
+            done.append(completed)
+            sent += completed.size
+            engine.progress(completed.size, "up", advanced=raw)
 
     try:
         await scheduler.map_parts(parts(), send, sent_part)

@@ -188,8 +188,15 @@ class Engine:
     def started(self, run: Run, job: Job) -> None:
         self._event(EventKind.STARTED, job, run)
 
-    def progress(self, nbytes: int, direction: Literal["up", "down"]) -> None:
-        """``nbytes`` of payload crossed the network for the current file."""
+    def progress(
+        self, nbytes: int, direction: Literal["up", "down"], *, advanced: int | None = None
+    ) -> None:
+        """``nbytes`` of payload crossed the network for the current file
+        (``bytes_uploaded`` / ``bytes_downloaded``), moving it ``advanced``
+        bytes along in the units of its size (None: ``nbytes``): the PROGRESS
+        event carries that, so a file's events add up to its size, the
+        plan's total. A compressed upload sends fewer bytes than it reads:
+        it passes the file's bytes read (docs/compression.md)."""
         current = _current.get()
         if current is not None:
             run, job = current
@@ -197,7 +204,8 @@ class Engine:
                 run.result.bytes_uploaded += nbytes
             else:
                 run.result.bytes_downloaded += nbytes
-            self._event(EventKind.PROGRESS, job, run, nbytes=nbytes)
+            step = nbytes if advanced is None else advanced
+            self._event(EventKind.PROGRESS, job, run, nbytes=step)
 
     def done(
         self, run: Run, job: Job, nbytes: int | None = None, verified: bool | None = None
