@@ -445,6 +445,33 @@ def test_files_from_an_explicit_list(
     assert "--files-from" in bad.stderr
 
 
+def test_files_from_with_compress_resyncs_nothing(
+    moto: str, bkt: str, make_tree: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An explicit list uploaded with compress: looked up by one listing (as
+    a long list is; S3's carries the stored sizes, no metadata), a file whose
+    size differs from its compressed object's is settled by a HEAD (the
+    original size), as a sync is: the second run sends nothing."""
+    pytest.importorskip("zstandard")
+    from synxfer._scaleout import _items
+
+    monkeypatch.setattr(_items, "STAT_LIMIT", 0)  # one listing, not a HEAD per item
+    names = ["a.txt", "sub/b.txt", "sub/c.txt"]
+    src = make_tree({"a.txt": 10_000, "sub/b.txt": 20_000, "sub/c.txt": 30_000})
+    config = CONFIG.evolve(compress="zstd")
+
+    async def go() -> list[synxfer.TransferResult]:
+        async with synxfer.Client(config, endpoint_url=moto) as c:
+            return [await c.sync(src, f"s3://{bkt}/z/", files=names) for _ in range(2)]
+
+    first, second = asyncio.run(go())
+    assert first.ok, first.failures
+    assert first.files_transferred == len(names)
+    assert second.ok, second.failures
+    assert (second.files_transferred, second.files_skipped) == (0, len(names))
+    assert second.bytes_uploaded == 0
+
+
 def test_a_process_killed_mid_run_has_its_shard_run_again(
     moto: str, bkt: str, make_tree: Callable[..., Path]
 ) -> None:

@@ -177,6 +177,9 @@ async def _plan_upload(
     )
     present = [it.dst for it, e in zip(items, entries, strict=True) if isinstance(e, LocalEntry)]
     remote = await _lookup(engine, backend, prefix, present, op.mode, remote_count)
+    # Stored compressed: a listed size (the stored one) that differs from the
+    # file's is settled by a HEAD (the original size), as a sync does.
+    compressed = engine.config.compress is not None
     jobs: list[Job] = []
     for it, entry in zip(items, entries, strict=True):
         key = prefix + it.dst
@@ -188,7 +191,8 @@ async def _plan_upload(
             engine.failed(run, _Noted(Action.UPLOAD, str(entry.path), backend.url(key)), theirs)
             continue
         job = UploadJob(entry.path, backend, key, entry.size, local=entry)
-        _add(engine, run, jobs, job, decide(op.mode, entry, theirs, upload=True))
+        decision = decide(op.mode, entry, theirs, upload=True, compressed=compressed)
+        _add(engine, run, jobs, job, decision)
     return jobs
 
 
