@@ -1015,7 +1015,7 @@ class ScenarioReport:
             assert isinstance(sent, dict)
             est = c.get("zlib6_estimate")
             proj = c.get("projected_full_size")
-            ratio = float(c["wire_ratio"])  # type: ignore[arg-type]
+            ratio = int(c["wire_bytes"]) / m.bytes if m.bytes else 1.0  # type: ignore[call-overload]
             measured = c["wire_source"] == "measured"
             body.append(
                 [
