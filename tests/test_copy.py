@@ -264,3 +264,83 @@ async def test_copy_scope_is_endpoint_and_credentials(s3_endpoint: str) -> None:
         for other in (other_endpoint, other_region, unsigned):
             assert a.copy_scope() != other.copy_scope()
         assert "testing" not in repr(a.copy_scope())  # no credential in it
+
+
+# -- GCS: server-side across buckets of one endpoint ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gcs_emulator() -> Any:
+    from synxfer_servers.gcs import GcsEmulator
+
+    with GcsEmulator() as emulator:
+        yield emulator.endpoint_url
+
+
+async def test_gcs_copy_between_buckets_of_one_endpoint_is_server_side(
+    gcs_emulator: str, make_tree: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gs -> gs, two buckets, one emulator: a rewrite each (the backend's
+    copy_from), no read of any body; the bytes, metadata and content type
+    kept; a second sync copies nothing. A source missing from the other
+    bucket fails naming it there."""
+    import uuid
+    from collections import Counter
+
+    import httpx
+
+    from synxfer_servers.gcs import create_bucket
+
+    from .conftest import CountingLayer
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    a, b = f"ga-{uuid.uuid4().hex[:12]}", f"gb-{uuid.uuid4().hex[:12]}"
+    create_bucket(gcs_emulator, a)
+    create_bucket(gcs_emulator, b)
+    src = make_tree(FILES)
+    calls: Counter[str] = Counter()
+    layer = lambda backend: CountingLayer(backend, calls)  # noqa: E731
+    async with synxfer.Client(SMALL, layers=[layer]) as client:
+        await client.sync_to(src, f"gs://{a}/p")
+        calls.clear()
+        r = await client.sync(f"gs://{a}/p", f"gs://{b}/q")
+        assert r.ok, r.failures
+        assert r.files_transferred == len(FILES)
+        assert (r.bytes_downloaded, r.bytes_uploaded) == (0, 0)
+        assert calls["copy"] == len(FILES)
+        assert not {op for op in calls if op.startswith(("read", "put", "upload"))}, calls
+        again = await client.sync(f"gs://{a}/p", f"gs://{b}/q")
+        assert (again.files_transferred, again.files_skipped) == (0, len(FILES))
+        dst, _ = await client.backend(f"gs://{b}/")
+        with pytest.raises(synxfer.NotFound, match=f"gs://{a}/nothing"):
+            await dst.copy_from(a, "nothing", "x", synxfer.WriteOptions())
+
+    def objects(bucket: str, prefix: str) -> dict[str, tuple[bytes, dict[str, str], str]]:
+        items = httpx.get(f"{gcs_emulator}/storage/v1/b/{bucket}/o", params={"prefix": prefix})
+        out = {}
+        for item in items.json().get("items", []):
+            name = item["name"]
+            path = f"{gcs_emulator}/storage/v1/b/{bucket}/o/{name.replace('/', '%2F')}"
+            body = httpx.get(path, params={"alt": "media"}).content
+            out[name[len(prefix) :]] = (body, item.get("metadata", {}), item.get("contentType"))
+        return out
+
+    copied, original = objects(b, "q/"), objects(a, "p/")
+    assert copied == original
+    assert set(copied) == set(FILES)
+    assert all("mtime" in meta for _, meta, _ in copied.values())
+
+
+async def test_gcs_copy_scope_is_endpoint_and_credentials(gcs_emulator: str) -> None:
+    """Two GCS buckets share a scope only on the same endpoint and credentials."""
+    from synxfer_gcs import GcsBackend
+
+    def backend(bucket: str, endpoint: str = gcs_emulator, **extra: str) -> Any:
+        return GcsBackend(bucket, synxfer.BackendOptions(endpoint_url=endpoint, extra=extra))
+
+    a, b = backend("a"), backend("b")
+    assert a.copy_scope() is not None
+    assert a.copy_scope() == b.copy_scope()
+    assert a.copy_scope() != backend("c", "http://127.0.0.1:9").copy_scope()
+    assert a.copy_scope() != backend("d", anonymous="false").copy_scope()
+    assert a.copy_scope() != backend("e", credentials_file="/nonexistent.json").copy_scope()

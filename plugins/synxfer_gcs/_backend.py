@@ -90,6 +90,7 @@ from synxfer.backend import (
     KiB,
     ListPage,
     MultipartUpload,
+    NotFound,
     ObjectInfo,
     Payload,
     PreconditionFailed,
@@ -483,6 +484,25 @@ class GcsBackend(Backend):
         ``MetadataDirective=REPLACE``). A storage class, Cache-Control or
         Content-Disposition in ``options`` applies either way.
         """
+        return await self._rewrite(self.bucket, src_key, dst_key, options)
+
+    def copy_scope(self) -> object | None:
+        """The endpoint and credential source (anonymous or not, the
+        credentials file) of this backend: two GCS buckets served alike copy
+        server-side (:meth:`copy_from`). No secret is held here (credentials
+        are loaded by the HTTP layer)."""
+        return (type(self), self.endpoint_url, self.anonymous, self.http.credentials_file)
+
+    async def copy_from(
+        self, src_bucket: str, src_key: str, dst_key: str, options: WriteOptions
+    ) -> ObjectInfo:
+        """Server-side copy from another bucket of the same :meth:`copy_scope`
+        (objects.rewrite naming the source bucket), as :meth:`copy`."""
+        return await self._rewrite(src_bucket, src_key, dst_key, options)
+
+    async def _rewrite(
+        self, src_bucket: str, src_key: str, dst_key: str, options: WriteOptions
+    ) -> ObjectInfo:
         self._check_writable(dst_key)
         replace = bool(options.metadata or options.content_type)
         body: dict[str, Any] = {}
@@ -492,7 +512,8 @@ class GcsBackend(Backend):
                 "contentType": content_type(options.content_type),
             }
         body.update(option_fields(options))
-        path = f"{self.http.object_path(src_key)}/rewriteTo/b/{self._b}/o/{quote(dst_key, safe='')}"
+        source = f"/storage/v1/b/{quote(src_bucket, safe='')}/o/{quote(src_key, safe='')}"
+        path = f"{source}/rewriteTo/b/{self._b}/o/{quote(dst_key, safe='')}"
         token: str | None = None
         for _ in range(100_000):
             params = {"projection": "noAcl"}
@@ -501,6 +522,14 @@ class GcsBackend(Backend):
             response = await self.http.request(
                 "POST", path, key=src_key, params=params, json_body=body
             )
+            if response.status_code == 404 and src_bucket != self.bucket:
+                # The source is in another bucket: the error names it there.
+                await response.aclose()
+                raise NotFound(
+                    "copy (source): no such object (or bucket)",
+                    url=f"{self.scheme}://{src_bucket}/{src_key}",
+                    status=404,
+                )
             if response.status_code == 404:
                 await self.http.fail(response, key=src_key, what="copy (source)")
             if response.status_code != 200:

@@ -3,7 +3,7 @@
 **Server-side** when the service can: within one bucket, or between two
 buckets whose backends have the same :meth:`~synxfer.backend.Backend.copy_scope`
 (the same endpoint and credentials; S3 CopyObject or UploadPartCopy, GCS
-rewrite within a bucket): no byte crosses the client, and the source's
+objects.rewrite): no byte crosses the client, and the source's
 metadata and content type are kept, with the user's options over them.
 
 **Streamed** otherwise (s3 → gs, two endpoints): the source is read in
