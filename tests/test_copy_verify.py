@@ -14,8 +14,8 @@ left at the destination (no object, no multipart upload, no component).
 from __future__ import annotations
 
 import hashlib
+import os
 import random
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,8 +119,18 @@ def _gcs_objects(endpoint: str, bucket: str) -> dict[str, str]:
     return out
 
 
+_NAMES: dict[tuple[str, str], int] = {}
+
+
 def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+    """A bucket name fixed by the test and the call: the fault proxy's seeded
+    draws depend on each request's path, so with fixed names a test corrupts
+    the same GETs on every run (random names made "did the proxy corrupt
+    anything" a coin toss)."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    n = _NAMES[test, prefix] = _NAMES.get((test, prefix), 0) + 1
+    digest = hashlib.sha256(f"{test}|{prefix}|{n}".encode()).hexdigest()[:12]
+    return f"{prefix}-{digest}"
 
 
 def _proxy(s3_endpoint: str, rate: float) -> FaultProxy:
