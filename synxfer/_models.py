@@ -297,8 +297,9 @@ class TransferResult:
     actually crossed the network in each direction (a streamed remote copy
     counts both; a server-side copy neither; parts of failed files count).
     ``throughput`` is bytes per second over ``elapsed``.
-    ``not_verified`` counts downloaded files whose source vouched for no
-    checksum the data could be checked against (docs/reliability.md).
+    ``not_verified`` counts downloaded files and streamed copies whose source
+    vouched for no checksum the data could be checked against (a server-side
+    copy never reaches the client and is not counted; docs/reliability.md).
     """
 
     files_transferred: int = 0

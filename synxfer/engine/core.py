@@ -210,8 +210,8 @@ class Engine:
     def done(
         self, run: Run, job: Job, nbytes: int | None = None, verified: bool | None = None
     ) -> None:
-        """A file is done; ``verified`` False counts a download whose source
-        vouched for no checksum (``TransferResult.not_verified``)."""
+        """A file is done; ``verified`` False counts a download or streamed copy
+        whose source vouched for no checksum (``TransferResult.not_verified``)."""
         r = run.result
         if job.action is Action.DELETE:
             r.files_deleted += 1
