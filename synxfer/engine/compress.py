@@ -51,7 +51,14 @@ from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from .checksums import new_hash
 from .core import Engine
-from .localfile import LocalFile, identity, pwrite_all, source_changed, temp_path_for
+from .localfile import (
+    LocalFile,
+    commit_temp,
+    identity,
+    pwrite_all,
+    source_changed,
+    temp_path_for,
+)
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, upload_options
 from .parts import Part, checksum_of, plan_part_size
 from .scheduler import Lease
@@ -229,17 +236,7 @@ async def upload_compressed(
         }
 
         async def check_unchanged() -> None:
-            now = identity(await f.fstat())
-            try:
-                on_disk = await scheduler.io(os.stat, path)
-            except FileNotFoundError:
-                on_disk = None
-            if (
-                now != before
-                or comp.source.offset != size
-                or on_disk is None
-                or identity(on_disk)[:2] != before[:2]
-            ):
+            if comp.source.offset != size or not await f.unchanged_since(before):
                 raise source_changed(path)
 
         async with scheduler.reserve(part_size) as first:
@@ -434,27 +431,17 @@ def write_decompressed(
     in ``data``: ``check`` the stored bytes first, then decompress into
     ``tmp``, check the size, tag, rename. ONE blocking call (a worker
     thread); on any failure ``tmp`` is removed."""
-    from .localfile import _finish, open_creating_parents
-
     zstd = require_zstd(f"{url} is stored zstd-compressed: downloading it")
     limit = _expected_size(url, info)
     if check is not None:
         check(data)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = open_creating_parents(tmp, flags)
-    try:
-        try:
-            out = _Decompressing(zstd, fd, limit, url)
-            out.feed(data)
-            out.finish()
-            _finish(fd, mtime_ns, etag)
-        finally:
-            os.close(fd)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+    def fill(fd: int) -> None:
+        out = _Decompressing(zstd, fd, limit, url)
+        out.feed(data)
+        out.finish()
+
+    commit_temp(dest, tmp, fill, exclusive=exclusive, mtime_ns=mtime_ns, etag=etag)
 
 
 async def download_compressed(

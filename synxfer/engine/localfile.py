@@ -30,6 +30,7 @@ __all__ = [
     "Buffer",
     "Identity",
     "LocalFile",
+    "commit_temp",
     "open_creating_parents",
     "pwrite_all",
     "read_whole_file",
@@ -114,6 +115,17 @@ class LocalFile:
 
     async def fstat(self) -> os.stat_result:
         return await self._run(os.fstat, self.fd)
+
+    async def unchanged_since(self, before: Identity) -> bool:
+        """Whether the open file still has identity ``before`` and its path
+        still names it (not replaced, renamed away or deleted meanwhile)."""
+        if identity(await self.fstat()) != before:
+            return False
+        try:
+            on_disk = await self._run(os.stat, self.path)
+        except FileNotFoundError:
+            return False
+        return identity(on_disk)[:2] == before[:2]
 
     # -- writes --------------------------------------------------------------
 
@@ -266,16 +278,37 @@ def write_whole_file(
     renames ``tmp`` over ``dest``. On any failure ``tmp`` is removed, so
     nothing half-written is left, under either name.
     """
+
+    def fill(fd: int) -> None:
+        if len(data) >= PREALLOCATE_MIN:
+            with contextlib.suppress(OSError):  # a full disk fails the write anyway
+                os.posix_fallocate(fd, 0, len(data))
+        pwrite_all(fd, data, 0)
+        if check is not None:
+            check(memoryview(data))
+
+    commit_temp(dest, tmp, fill, exclusive=exclusive, mtime_ns=mtime_ns, etag=etag)
+
+
+def commit_temp(
+    dest: Path,
+    tmp: Path,
+    fill: Callable[[int], object],
+    *,
+    exclusive: bool,
+    mtime_ns: int | None,
+    etag: str | None,
+) -> None:
+    """Create ``tmp`` (``exclusive``: it must not exist, else it is
+    truncated; missing parents are made), ``fill(fd)`` it, give it the mtime
+    and download tag, close it and rename it over ``dest``. On any failure
+    ``tmp`` is removed: nothing half-written is left under either name.
+    Blocking: call from a worker thread."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
     fd = open_creating_parents(tmp, flags)
     try:
         try:
-            if len(data) >= PREALLOCATE_MIN:
-                with contextlib.suppress(OSError):  # a full disk fails the write anyway
-                    os.posix_fallocate(fd, 0, len(data))
-            pwrite_all(fd, data, 0)
-            if check is not None:
-                check(memoryview(data))
+            fill(fd)
             _finish(fd, mtime_ns, etag)
         finally:
             os.close(fd)

@@ -21,7 +21,7 @@ from .._models import CompletedPart, MultipartUpload, WriteOptions
 from ..backend import Backend, Capabilities
 from .compress import upload_compressed
 from .core import Engine
-from .localfile import LocalFile, identity, read_whole_file
+from .localfile import LocalFile, identity, read_whole_file, source_changed
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
 from .parts import Part, plan_part_size, split
 from .scheduler import Lease
@@ -84,16 +84,8 @@ async def upload_path(
         metadata = {MTIME_KEY: format_mtime(st.st_mtime_ns)}
 
         async def check_unchanged() -> None:
-            now = identity(await f.fstat())
-            try:
-                on_disk = await scheduler.io(os.stat, path)
-            except FileNotFoundError:
-                on_disk = None
-            if now != before or on_disk is None or identity(on_disk)[:2] != before[:2]:
-                raise SourceChangedError(
-                    f"{path} changed while it was being uploaded; nothing was committed "
-                    f"for it -- run the command again to send the new version"
-                )
+            if not await f.unchanged_since(before):
+                raise source_changed(path)
 
         if not _multipart(size, cfg.multipart_threshold, caps):
             metadata[PART_SIZE_KEY] = "0"
