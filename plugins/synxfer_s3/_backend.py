@@ -126,7 +126,10 @@ class S3Backend(Backend):
     requests unsigned, asking for no credentials, to read public buckets
     (aws-cli's ``--no-sign-request``); ``request_payer`` (``requester``)
     sends ``x-amz-request-payer`` with every request, to use requester-pays
-    buckets (aws-cli's ``--request-payer``).
+    buckets (aws-cli's ``--request-payer``); ``recv_threads`` (true/false,
+    default :attr:`recv_threads`) receives large GET bodies over plain
+    ``http`` in worker threads instead of on the event loop (never over TLS;
+    ``docs/decisions/0013-receive-off-the-loop.md``).
     """
 
     scheme: ClassVar[str] = "s3"
@@ -173,6 +176,8 @@ class S3Backend(Backend):
     #: for servers that predate S3's flexible checksums (SCP). DeleteObjects
     #: always carries Content-MD5, whatever this says.
     md5_only: ClassVar[bool] = False
+    #: Default of the ``recv_threads`` backend option.
+    recv_threads: ClassVar[bool] = False
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:
         if not bucket:
@@ -184,6 +189,10 @@ class S3Backend(Backend):
         md5 = option_bool(options.extra, "md5_only", self.md5_only, scheme=self.scheme)
         #: Unsigned requests, no credentials (``--no-sign-request``).
         self.anonymous = option_bool(options.extra, "anonymous", False, scheme=self.scheme)
+        #: Large ``http`` bodies received in worker threads.
+        self.recv_off_loop = option_bool(
+            options.extra, "recv_threads", self.recv_threads, scheme=self.scheme
+        )
         payer = options.extra.get("request_payer") or None
         if payer is not None and payer != "requester":
             raise ConfigError(
@@ -263,6 +272,7 @@ class S3Backend(Backend):
             label=self.scheme,
             anonymous=self.anonymous,
             request_payer=self.request_payer,
+            recv_threads=self.recv_off_loop,
         )
         self.region = region
 

@@ -51,7 +51,7 @@ from typing import Final
 
 from synxfer.backend import BackendError, ConfigError, TransientError
 
-from ._protocol import Connection, Dropped, HttpResponse, Malformed, TooLarge
+from ._protocol import BodyReceiver, Connection, Dropped, HttpResponse, Malformed, TooLarge
 
 __all__ = ["Body", "BodyTooLarge", "HttpClient", "HttpResponse"]
 
@@ -126,8 +126,9 @@ class _Pool:
         ssl_ctx = self.client.ssl_context() if self.scheme == "https" else None
         try:
             async with asyncio.timeout(self.client.connect_timeout):
+                receiver = self.client.receiver if ssl_ctx is None else None
                 _, conn = await loop.create_connection(
-                    lambda: Connection(loop),
+                    lambda: Connection(loop, receiver),
                     self.host,
                     self.port,
                     ssl=ssl_ctx,
@@ -193,9 +194,13 @@ class HttpClient:
         ssl_context: ssl.SSLContext | None = None,
         ca_bundle: str | None = None,
         write_chunk: int = 256 * 1024,
+        recv_threads: bool = False,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1 (got {max_connections})")
+        #: Worker threads (one per connection allowed) that receive large
+        #: ``http`` bodies off the event loop; None: every body on the loop.
+        self.receiver = BodyReceiver(max_connections) if recv_threads else None
         self.max_connections = max_connections
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -233,6 +238,8 @@ class HttpClient:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+        if self.receiver is not None:
+            await self.receiver.aclose()
 
     async def request(
         self,
@@ -280,21 +287,18 @@ class HttpClient:
                 await self._exchange(conn, head, body, sink, sink_status, head_only)
                 response = conn.take_response()
             except Dropped as exc:
-                conn.abort()
-                pool.release(conn)
+                await _discard(pool, conn)
                 safe = not conn.sent or method in _IDEMPOTENT
                 if attempt == 1 and reused and not exc.received and not exc.timeout and safe:
                     continue  # it died while idle: the server never answered this request
                 raise TransientError(f"network error: {exc}", url=where) from None
             except Malformed as exc:
-                conn.abort()
-                pool.release(conn)
+                await _discard(pool, conn)
                 if isinstance(exc, TooLarge):
                     raise BodyTooLarge(str(exc), url=where, status=conn.status) from None
                 raise BackendError(f"malformed HTTP response: {exc}", url=where) from None
             except BaseException:  # cancelled mid-exchange: the stream is unusable
-                conn.abort()
-                pool.release(conn)
+                await _discard(pool, conn)
                 raise
             conn.end()
             pool.release(conn)
@@ -335,6 +339,19 @@ class HttpClient:
                     break
                 transport.write(view[start : start + step])
         await conn.wait_answer(timeout)
+
+
+async def _discard(pool: _Pool, conn: Connection) -> None:
+    """Drop a connection whose exchange failed; give its slot back to the pool.
+
+    A receiver thread may still be writing into the caller's ``sink``: it is
+    stopped and waited for (briefly) before the request returns.
+    """
+    conn.abort()
+    try:
+        await conn.settle()
+    finally:
+        pool.release(conn)
 
 
 def _request_head(method: str, target: str, headers: Mapping[str, str], length: int) -> bytes:

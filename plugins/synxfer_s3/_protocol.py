@@ -1,4 +1,4 @@
-"""One HTTP/1.1 connection of the S3 data path: an :class:`asyncio.BufferedProtocol`.
+r"""One HTTP/1.1 connection of the S3 data path: an :class:`asyncio.BufferedProtocol`.
 
 :class:`Connection` parses answers in place -- status line, headers, then
 the body: with ``Content-Length`` received *directly* into a caller-given
@@ -8,6 +8,15 @@ into an internal buffer; ``1xx`` interim answers are skipped. Its
 ``get_buffer`` hands the socket the unfilled part of the caller's buffer
 once the head is parsed, so the kernel writes the body straight into it.
 
+With a :class:`BodyReceiver` (plain-TCP connections only, never TLS), a
+``Content-Length`` body with at least :data:`OFFLOAD_MIN` bytes still to
+come is received by a worker thread instead: the transport stops reading,
+the thread ``readv``\s the rest of the body into the same buffer from a
+duplicate of the socket's descriptor, and the event loop takes the
+connection back (and resumes reading) once the thread is done. The loop
+thread then no longer does every body's kernel copy itself
+(``docs/decisions/0013-receive-off-the-loop.md``).
+
 The pool, the request loop and the error policy are in :mod:`._http`.
 Nothing here logs or keeps request headers.
 """
@@ -15,15 +24,30 @@ Nothing here logs or keeps request headers.
 from __future__ import annotations
 
 import asyncio
+import os
+import select
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
-__all__ = ["Connection", "Dropped", "HttpResponse", "Malformed", "TooLarge"]
+__all__ = [
+    "OFFLOAD_MIN",
+    "BodyReceiver",
+    "Connection",
+    "Dropped",
+    "HttpResponse",
+    "Malformed",
+    "TooLarge",
+]
 
 _BUF: Final = 64 * 1024
 #: Largest response head (status line and headers) accepted.
 _HEAD_MAX: Final = 256 * 1024
 #: Receive size while a head is awaited and the body goes to a sink.
 _HEAD_BITE: Final = 4096
+#: A body with at least this much still to come goes to a receiver thread.
+OFFLOAD_MIN: Final = 1024 * 1024
+#: How long a receiver thread waits for data before looking at its stop flag.
+_POLL_MS: Final = 50
 
 # Connection states.
 _IDLE: Final = 0
@@ -78,11 +102,91 @@ class TooLarge(Malformed):
     """A body larger than the caller's buffer (the object changed, or no Range)."""
 
 
-class Connection(asyncio.BufferedProtocol):
-    """One HTTP/1.1 connection; parses answers into its buffer or the caller's."""
+class _RecvJob:
+    """One body being received by a worker thread (see :meth:`Connection._offload`)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    __slots__ = ("eof", "error", "expected", "fd", "fut", "got", "stop", "view")
+
+    def __init__(self, fd: int, view: memoryview, got: int, expected: int) -> None:
+        self.fd = fd  # a duplicate of the socket's descriptor, closed by the thread
+        self.view = view
+        self.got = got
+        self.expected = expected
+        self.stop = False  # set on the loop: give up at the next wake-up
+        self.eof = False
+        self.error: OSError | None = None
+        self.fut: asyncio.Future[None] | None = None  # the thread's, on the loop
+
+
+class BodyReceiver:
+    """Worker threads that receive large plain-TCP bodies off the event loop.
+
+    At most ``threads`` bodies are received at once; a body that finds them
+    all busy stays on the loop. Owned by an :class:`~._http.HttpClient` and
+    closed with it.
+    """
+
+    def __init__(self, threads: int) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1 (got {threads})")
+        self.threads = threads
+        self.closed = False
+        self._executor: ThreadPoolExecutor | None = None
+        self._jobs: set[_RecvJob] = set()
+
+    def __repr__(self) -> str:
+        return f"<BodyReceiver threads={self.threads} busy={len(self._jobs)}>"
+
+    @property
+    def busy(self) -> int:
+        """Bodies being received by a thread now."""
+        return len(self._jobs)
+
+    def free(self) -> bool:
+        return not self.closed and len(self._jobs) < self.threads
+
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, conn: Connection, job: _RecvJob
+    ) -> asyncio.Future[None]:
+        executor = self._executor
+        if executor is None:
+            executor = self._executor = ThreadPoolExecutor(
+                self.threads, thread_name_prefix="synxfer-s3-recv"
+            )
+        fut = loop.run_in_executor(executor, conn._receive_body, job)
+        self._jobs.add(job)
+        return fut
+
+    def done(self, job: _RecvJob) -> None:
+        self._jobs.discard(job)
+
+    async def aclose(self) -> None:
+        """Stop every thread's body (each is dropped) and end the threads."""
+        self.closed = True
+        busy = bool(self._jobs)
+        for job in self._jobs:
+            job.stop = True
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        if busy:  # they wake within _POLL_MS and close their descriptors
+            await asyncio.to_thread(executor.shutdown, wait=True)
+        else:
+            executor.shutdown(wait=False)
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One HTTP/1.1 connection; parses answers into its buffer or the caller's.
+
+    ``receiver``: worker threads for large bodies (ignored on TLS transports).
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, receiver: BodyReceiver | None = None
+    ) -> None:
         self.loop = loop
+        self._receiver = receiver
+        self._job: _RecvJob | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
@@ -117,6 +221,12 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if self._receiver is not None and (
+            transport.get_extra_info("sslcontext") is not None
+            or transport.get_extra_info("socket") is None
+        ):
+            # TLS is decrypted in userspace by the transport: it stays on the loop.
+            self._receiver = None
         # Pause as soon as anything is left unsent: a body slice is written
         # only once the previous one has gone, so the transport never copies
         # more than the tail of one slice. (Not high=0: the TLS transport
@@ -174,6 +284,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.reusable = False
+        self._stop_job()
         if self._state == _UNTIL_EOF:
             self._finish_until_eof()
         elif self._state in (_HEAD, _BODY_INTO, _CHUNKED):
@@ -310,6 +421,8 @@ class Connection(asyncio.BufferedProtocol):
         else:
             self._body_view = view
             self._state = _BODY_INTO
+            if self._receiver is not None and length - have >= OFFLOAD_MIN:
+                self._offload()
 
     def _parse_chunks(self) -> bool:
         buf = self._buf
@@ -416,6 +529,7 @@ class Connection(asyncio.BufferedProtocol):
     def _fail(self, exc: BaseException) -> None:
         self._state = _DONE
         self.reusable = False
+        self._stop_job()
         self._body_view = None
         if self._error is None:
             self._error = exc
@@ -425,6 +539,124 @@ class Connection(asyncio.BufferedProtocol):
         drain = self._drain
         if drain is not None and not drain.done():
             drain.set_result(None)
+
+    # -- bodies received off the loop ------------------------------------------
+
+    def _offload(self) -> None:
+        """Hand the rest of the body to a receiver thread, if one is free.
+
+        The transport stops reading; the thread reads from a duplicate of the
+        socket's descriptor, so the descriptor number it uses stays valid (and
+        cannot name another socket) even if the loop closes the transport
+        meanwhile. Called on the loop, in state ``_BODY_INTO``.
+        """
+        receiver = self._receiver
+        transport = self.transport
+        view = self._body_view
+        if receiver is None or transport is None or view is None:
+            return
+        if not receiver.free() or transport.is_closing():
+            return
+        sock = transport.get_extra_info("socket")
+        try:
+            fd = os.dup(sock.fileno())
+        except (OSError, AttributeError):
+            return
+        job = _RecvJob(fd, view, self._got, self._expected)
+        transport.pause_reading()
+        try:
+            fut = receiver.submit(self.loop, self, job)
+        except RuntimeError:  # the executor is shutting down: stay on the loop
+            os.close(fd)
+            transport.resume_reading()
+            return
+        job.fut = fut
+        self._job = job
+        fut.add_done_callback(lambda _: self._offload_done(job))
+
+    def _receive_body(self, job: _RecvJob) -> None:
+        """The receiver thread: ``readv`` into ``job.view`` until the body is in.
+
+        Stops (leaving the outcome in ``job``) at the body's end, at end of
+        stream, on an error, or when ``job.stop`` is set (seen within
+        :data:`_POLL_MS`). Every receive bumps the stall watchdog's counter.
+        """
+        fd = job.fd
+        view = job.view
+        got = job.got
+        end = job.expected
+        poller: select.poll | None = None
+        try:
+            while got < end and not job.stop:
+                try:
+                    n = os.readv(fd, [view[got:end]])
+                except (BlockingIOError, InterruptedError):
+                    if poller is None:
+                        poller = select.poll()
+                        poller.register(fd, select.POLLIN)
+                    poller.poll(_POLL_MS)
+                    continue
+                except OSError as exc:
+                    job.error = exc
+                    return
+                if n == 0:
+                    job.eof = True
+                    return
+                got += n
+                job.got = got
+                self._progress += 1
+        finally:
+            os.close(fd)
+
+    def _offload_done(self, job: _RecvJob) -> None:
+        """Back on the loop: finish the answer, or fail it as the loop would have."""
+        if self._receiver is not None:
+            self._receiver.done(job)
+        if self._job is job:
+            self._job = None
+        transport = self.transport
+        if job.stop or self._state != _BODY_INTO or transport is None:
+            # Failed meanwhile (stall, cancellation, close): already reported.
+            self.reusable = False
+            return
+        self._received += job.got - self._got
+        self._got = job.got
+        if job.got >= self._expected:
+            transport.resume_reading()
+            self._finish()
+            return
+        detail = f": {job.error}" if job.error is not None else ""
+        self._fail(
+            Dropped(f"connection closed before the end of the response{detail}", received=True)
+        )
+        transport.abort()
+
+    def _stop_job(self) -> None:
+        job = self._job
+        if job is not None:
+            job.stop = True
+
+    async def settle(self) -> None:
+        """Stop a receiver thread still busy with this answer and wait for it.
+
+        It may be writing into the caller's buffer: a failed request must not
+        return before it is done (within :data:`_POLL_MS`). A cancellation
+        that arrives meanwhile is raised once the thread is done.
+        """
+        job = self._job
+        if job is None or job.fut is None or job.fut.done():
+            return
+        job.stop = True
+        fut = job.fut
+        cancelled = False
+        while not fut.done():
+            try:
+                await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                if not fut.done():
+                    cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
 
     # -- one exchange --------------------------------------------------------
 
@@ -514,5 +746,6 @@ class Connection(asyncio.BufferedProtocol):
     def abort(self) -> None:
         self.reusable = False
         self.closed = True
+        self._stop_job()
         if self.transport is not None:
             self.transport.abort()

@@ -89,7 +89,9 @@ class SignedClient:
     the server must be trusted by ``ssl_context``, else by the system's
     store or ``ca_bundle`` (default: ``AWS_CA_BUNDLE``, as botocore does).
     ``anonymous``: send requests unsigned (``credentials`` is never asked);
-    ``request_payer``: the ``x-amz-request-payer`` of every request.
+    ``request_payer``: the ``x-amz-request-payer`` of every request;
+    ``recv_threads``: receive large ``http`` bodies in worker threads (see
+    :class:`~._protocol.BodyReceiver`).
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class SignedClient:
         ca_bundle: str | None = None,
         anonymous: bool = False,
         request_payer: str | None = None,
+        recv_threads: bool = False,
     ) -> None:
         if addressing not in ("auto", "path", "virtual"):
             raise ConfigError(f"addressing must be auto, path or virtual (got {addressing!r})")
@@ -144,6 +147,7 @@ class SignedClient:
             read_timeout=read_timeout,
             ssl_context=ssl_context,
             ca_bundle=ca_bundle or os.environ.get("AWS_CA_BUNDLE") or None,
+            recv_threads=recv_threads,
         )
         self._addresses: dict[str, _Address] = {}
 
