@@ -107,7 +107,10 @@ def test_re_rendering_from_results_json(tmp_path: Path) -> None:
     assert bench.main(["report", str(tmp_path / "nothing.json")]) == 2
 
 
-@pytest.mark.parametrize("name", ["synapse-upload", "cross-cloud"])
+@pytest.mark.parametrize(
+    "name",
+    ["synapse-upload", "cross-cloud", "synapse-download", "synapse-threads", "awscli"],
+)
 def test_committed_reports_carry_true_labels(name: str) -> None:
     """Every committed scenario report re-renders from its JSON, rows labelled with what moved."""
     path = REPO / "docs" / "benchmarks" / name / "results.json"
@@ -118,7 +121,7 @@ def test_committed_reports_carry_true_labels(name: str) -> None:
     assert isinstance(rows, list)
     for info in rows:
         label = str(info["label"])
-        assert label.startswith(str(info["geometry"])) or label.endswith(str(info["geometry"]))
+        assert str(info["geometry"]) in label  # named rows: "<name>: <geometry> (seed: ...)"
         if info["bytes"] != info["published_bytes"]:
             assert f"(seed: {info['published']}, scale" in label
         assert f"| {label} " in md
