@@ -109,7 +109,14 @@ def test_re_rendering_from_results_json(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["synapse-upload", "cross-cloud", "synapse-download", "synapse-threads", "awscli"],
+    [
+        "synapse-upload",
+        "cross-cloud",
+        "synapse-download",
+        "synapse-threads",
+        "awscli",
+        "awscli/small-files",
+    ],
 )
 def test_committed_reports_carry_true_labels(name: str) -> None:
     """Every committed scenario report re-renders from its JSON, rows labelled with what moved."""
