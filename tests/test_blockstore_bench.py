@@ -12,33 +12,25 @@ from pathlib import Path
 from synxfer_bench import blockstore
 
 
+def _tiny_run(out: Path, policies: str, rtt_scale: str, experiments: str, *extra: str) -> None:
+    """``synxfer-bench blockstore`` at its smallest: 1 run, 2 files of 128 KiB, 64 KiB blocks."""
+    argv = ["--out", str(out), "--runs", "1", "--files", "2", "--file-size", "128KiB"]
+    argv += ["--block-sizes", "64KiB", "--policies", policies, "--rtt-scale", rtt_scale]
+    assert blockstore.main([*argv, "--experiments", experiments, *extra]) == 0
+
+
 def test_tiny_experiment_writes_every_output(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    code = blockstore.main(
-        [
-            "--out",
-            str(out),
-            "--runs",
-            "1",
-            "--files",
-            "2",
-            "--file-size",
-            "128KiB",
-            "--block-sizes",
-            "64KiB",
-            "--policies",
-            "local,localfarthest",
-            "--rtt-scale",
-            "0.05",
-            "--experiments",
-            "2,further",
-            "--flood-levels",
-            "0,2",
-            "--serve-rate",
-            "8MiB",
-        ]
+    _tiny_run(
+        out,
+        "local,localfarthest",
+        "0.05",
+        "2,further",
+        "--flood-levels",
+        "0,2",
+        "--serve-rate",
+        "8MiB",
     )
-    assert code == 0
     doc = json.loads((out / "results.json").read_text())
     cells = {(c["experiment"], c["policy"]): c for c in doc["cells"]}
     assert set(cells) == {(2, "local"), (2, "localfarthest")}
@@ -64,27 +56,7 @@ def test_orderings_mark_ties() -> None:
 def test_sao_paulo_experiment(tmp_path: Path) -> None:
     """Experiment 3 (upload at São Paulo, download at Seoul): where each policy puts blocks."""
     out = tmp_path / "out"
-    code = blockstore.main(
-        [
-            "--out",
-            str(out),
-            "--runs",
-            "1",
-            "--files",
-            "2",
-            "--file-size",
-            "128KiB",
-            "--block-sizes",
-            "64KiB",
-            "--policies",
-            "localclosest,tworandom",
-            "--rtt-scale",
-            "0.2",
-            "--experiments",
-            "3",
-        ]
-    )
-    assert code == 0
+    _tiny_run(out, "localclosest,tworandom", "0.2", "3")
     doc = json.loads((out / "results.json").read_text())
     cells = {(c["experiment"], c["policy"]): c for c in doc["cells"]}
     assert set(cells) == {(3, "localclosest"), (3, "tworandom")}

@@ -33,6 +33,7 @@ __all__ = [
     "CHANGED_GROWTH",
     "CHUNK",
     "compression_ratio",
+    "derived_copy",
     "ensure_changed_copy",
     "ensure_row_data",
     "expected_files",
@@ -224,21 +225,29 @@ def ensure_changed_copy(src: Path, row: Row, *, seed: int = 0) -> tuple[Path, bo
     """
     dst = src.with_name(src.name + ".changed")
     want = expected_sizes(row, changed=True)
+    return derived_copy(src, dst, row, want, set(changed_files(row)), f"changed:{seed}")
+
+
+def derived_copy(
+    base: Path, dst: Path, row: Row, want: dict[str, int], rewrite: set[str], tag: str
+) -> tuple[Path, bool]:
+    """``dst``: ``base``'s files hard-linked (copied where links fail), those
+    in ``rewrite`` written afresh with seeded random bytes at their ``want``
+    size; kept as is when it already holds ``want``. Returns ``(dst, made)``."""
     if dst.is_dir() and _matches(dst, want):
         return dst, False
     if dst.exists():
         shutil.rmtree(dst)
-    changed = set(changed_files(row))
     for index, rel in enumerate(expected_files(row)):
         target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if rel in changed:
-            _write_random(target, want[rel], random.Random(f"changed:{seed}:{row.name}:{index}"))
+        if rel in rewrite:
+            _write_random(target, want[rel], random.Random(f"{tag}:{row.name}:{index}"))
         else:
             try:
-                os.link(src / rel, target)
+                os.link(base / rel, target)
             except OSError:
-                shutil.copy2(src / rel, target)
+                shutil.copy2(base / rel, target)
     return dst, True
 
 

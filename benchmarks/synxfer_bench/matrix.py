@@ -44,7 +44,6 @@ import dataclasses
 import datetime as _dt
 import errno
 import os
-import random
 import re
 import shutil
 import statistics
@@ -58,6 +57,7 @@ from .datagen import (
     CHANGED_GROWTH,
     changed_files,
     compression_ratio,
+    derived_copy,
     ensure_changed_copy,
     ensure_row_data,
     expected_files,
@@ -332,24 +332,9 @@ def ensure_second_change(changed: Path, row: Row, *, seed: int = 0) -> tuple[Pat
     and mtime, so a sync tool sees exactly them as changed.
     """
     dst = changed.with_name(changed.name + "2")
-    want = round_sizes(row, 3)
-    if dst.is_dir() and _local_files(dst) == want:
-        return dst, False
-    if dst.exists():
-        shutil.rmtree(dst)
-    again = set(second_changes(row))
-    for index, rel in enumerate(expected_files(row)):
-        path = dst / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if rel in again:
-            rng = random.Random(f"changed2:{seed}:{row.name}:{index}")
-            path.write_bytes(rng.randbytes(want[rel]))
-        else:
-            try:
-                os.link(changed / rel, path)
-            except OSError:
-                shutil.copy2(changed / rel, path)
-    return dst, True
+    return derived_copy(
+        changed, dst, row, round_sizes(row, 3), set(second_changes(row)), f"changed2:{seed}"
+    )
 
 
 #: A listing for per-round accounting: key -> (size, ETag, LastModified as a POSIX time).
