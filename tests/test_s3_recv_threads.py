@@ -11,9 +11,7 @@ import asyncio
 import contextlib
 import os
 import random
-import shutil
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -292,22 +290,6 @@ def test_backend_option_parsing() -> None:
     assert (on.recv_off_loop, off.recv_off_loop) == (True, False)
     with pytest.raises(ConfigError, match="recv_threads"):
         S3Backend("b", BackendOptions(extra={"recv_threads": "maybe"}))
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A throwaway self-signed certificate for 127.0.0.1 (``openssl``), or skip."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
 
 
 async def test_tls_bodies_stay_on_the_loop(
