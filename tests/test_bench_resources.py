@@ -110,7 +110,10 @@ def test_sampler_on_a_real_process(tmp_path: Path) -> None:
         assert r.csw > 0
         assert r.intr > 0
     # What the child did shows up: a CPU-bound thread, 32 MiB written, 64 MiB on loopback.
-    assert max(r.usr for r in rows) > 20
+    # Machine-wide shares: how much of it is the burner's depends on what else
+    # runs (15 % was seen in a busy CI run), so only that user time shows up;
+    # the per-thread view below pins the CPU on the burner.
+    assert max(r.usr for r in rows) > 5
     written = sum(r.write * r.seconds for r in rows)
     assert written >= 30 * 2**20, f"only {written} bytes written seen"
     looped = sum(r.send * r.seconds for r in rows)

@@ -608,6 +608,13 @@ def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -
     result.disk = {**parts, "needed": needed, "free": free}
     command = "synxfer-bench " + shlex.join(argv)
     report = ScenarioReport(result, command, prices, note=args.note)
+    # Render the tables and the Markdown from what results.json holds (it
+    # rounds its figures), so that `synxfer-bench report` rebuilds them to
+    # the letter: from the live floats, a figure at a rounding edge could
+    # print 2.4 here and 2.3 there.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report.write_json(out_dir / "results.json")
+    report = ScenarioReport.load(out_dir / "results.json")
     table = report.terminal()
     print(table)
     _write_report(report, out_dir, json_copy=args.json, charts=not args.no_charts)
