@@ -56,6 +56,7 @@ from typing import ClassVar, Literal, cast
 from urllib.parse import urlsplit
 
 from synxfer.backend import (
+    WRITE_OPTION_NAMES,
     Backend,
     BackendError,
     BackendOptions,
@@ -148,19 +149,7 @@ class S3Backend(Backend):
         # A copy of an object over max_copy_size sends one UploadPartCopy per
         # part, several at once: each request takes a slot of options.requests.
         fan_out=frozenset({"copy"}),
-        write_options=frozenset(
-            {
-                "metadata",
-                "content_type",
-                "storage_class",
-                "sse",
-                "sse_kms_key_id",
-                "acl",
-                "cache_control",
-                "content_encoding",
-                "content_disposition",
-            }
-        ),
+        write_options=frozenset(WRITE_OPTION_NAMES),  # every one of them
         storage_classes=S3_STORAGE_CLASSES,
     )
 

@@ -87,18 +87,12 @@ def _check_locations(args: argparse.Namespace) -> None:
     for loc in locations:
         if not loc.is_local:
             resolve(loc.scheme)  # raises UnknownScheme, with an install hint
-    if args.command in ("mb", "rb"):
+    remote_only = {"mb": "a bucket URL like s3://bucket", "rb": "a bucket URL like s3://bucket"}
+    remote_only |= {"ls": "a URL like s3://bucket/prefix", "rm": "a URL like s3://bucket/prefix"}
+    if args.command in remote_only:
         if locations[0].is_local:
             raise ConfigError(
-                f"{args.command} needs a bucket URL like s3://bucket, not a local path "
-                f"({args.url!r})"
-            )
-        return
-    if args.command in ("ls", "rm"):
-        if locations[0].is_local:
-            raise ConfigError(
-                f"{args.command} needs a URL like s3://bucket/prefix, not a local path "
-                f"({args.url!r})"
+                f"{args.command} needs {remote_only[args.command]}, not a local path ({args.url!r})"
             )
         return
     src, dst = locations
@@ -157,20 +151,6 @@ def _backend_options(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     return options
 
 
-#: Object-option flags and the WriteOptions fields they set.
-_OBJECT_OPTIONS = (
-    "content_type",
-    "storage_class",
-    "sse",
-    "sse_kms_key_id",
-    "acl",
-    "metadata",
-    "cache_control",
-    "content_encoding",
-    "content_disposition",
-)
-
-
 def _config(args: argparse.Namespace) -> TransferConfig | None:
     changes: dict[str, Any] = {
         name: getattr(args, name)
@@ -188,10 +168,10 @@ def _config(args: argparse.Namespace) -> TransferConfig | None:
     }
     if not args.resume:
         changes["resume"] = False
-    given = {n: getattr(args, n) for n in _OBJECT_OPTIONS if getattr(args, n, None) is not None}
-    if given:
-        from .._models import WriteOptions
+    from .._models import WRITE_OPTION_NAMES, WriteOptions  # the flags are named as the fields
 
+    given = {n: getattr(args, n) for n in WRITE_OPTION_NAMES if getattr(args, n, None) is not None}
+    if given:
         changes["write_options"] = WriteOptions(**given)
     if getattr(args, "guess_mime_type", True) is False:
         changes["guess_mime_type"] = False
