@@ -387,6 +387,24 @@ def test_crc_of_pieces_folds_to_the_crc_of_the_whole(kind: str) -> None:
     assert ck.crc_value(kind, b"123456789") == check[kind]
 
 
+def test_small_crc32c_does_not_load_awscrt() -> None:
+    """Asking what can be verified, and a CRC32C under 4 MiB, leave awscrt unloaded
+    (~50 ms of start-up); a larger buffer goes to it, with the same value."""
+    code = """
+import sys, google_crc32c
+from synxfer.engine import checksums as ck
+assert ck.available("crc32c") and ck.available("crc64nvme")
+small = bytearray(b"x" * (1 << 20))
+assert ck.crc_value("crc32c", small) == google_crc32c.value(bytes(small))
+print("awscrt" in sys.modules, end=" ")
+big = bytearray(b"y" * (4 << 20))
+assert ck.crc_value("crc32c", big) == google_crc32c.value(bytes(big))
+print("awscrt" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_expectations_rank_crcs_first_and_read_composites() -> None:
     """What is checked: CRCs before hashes, whole-object before composite;
     a composite value's part count comes from its -N or the multipart ETag;

@@ -7,11 +7,15 @@ thread (the engine does, in the call that writes the data).
   order, and folded into the whole object's with :func:`crc_combine` (zlib's
   ``crc32_combine`` method, for any reflected CRC whose initial value and
   final XOR are all ones -- all three are), so no byte is read twice however
-  the ranges finish. awscrt (AWS's common runtime, the ``s3`` extra)
-  computes all three from any buffer without a copy; without it, CRC32C
-  comes from google-crc32c and CRC32 from zlib, and CRC64NVME is not
-  available (such objects are verified another way, or reported as not
-  verified).
+  the ranges finish. CRC32 comes from zlib. CRC64NVME comes from awscrt
+  (AWS's common runtime, the ``s3`` extra), and so does the CRC32C of a
+  buffer of 4 MiB or more; a smaller one goes to google-crc32c, which takes
+  only read-only buffers, so the engine's pooled ones are copied to it in
+  1 MiB slices (~0.08 CPU s per GiB). Loading awscrt costs ~50 ms with the
+  GIL held, most of a small transfer's run; past a few MiB it is repaid by
+  the copies it saves. Either library stands in for the other's CRC32C. With
+  neither, CRC64NVME is not available (such objects are verified another
+  way, or reported as not verified).
 * Hashes (``md5``, ``sha1``, ``sha256``) cannot be folded: the bytes of one
   hashed run must be fed in order (:func:`new_hash`).
 * A *composite* checksum (S3's checksum of a multipart object, and the
@@ -108,30 +112,32 @@ def _awscrt() -> Any:
     return _module("awscrt.checksums")
 
 
+@functools.cache
+def _installed(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it (that is left to the first use)."""
+    return importlib.util.find_spec(name) is not None
+
+
 def available(kind: str) -> bool:
     """Whether ``kind`` can be computed here at C speed."""
     if kind == "crc64nvme":
-        return _awscrt() is not None
+        return _installed("awscrt")
     if kind == "crc32c":
-        return _awscrt() is not None or _module("google_crc32c") is not None
+        return _installed("google_crc32c") or _installed("awscrt")
     return kind in _SIZES
 
 
 #: Bytes copied at a time for google-crc32c, whose C code takes only ``bytes``.
 _CHUNK = 1 << 20
+#: A CRC32C of at least this many bytes loads awscrt rather than copy (module docstring).
+_AWSCRT_FROM = 4 << 20
 
 
 def crc_value(kind: str, data: bytes | bytearray | memoryview, previous: int = 0) -> int:
     """The CRC of ``data`` (continuing ``previous``). Blocking: call from a worker thread."""
-    crt = _awscrt()
     if kind == "crc32":
         return zlib.crc32(data, previous)
-    if crt is not None:
-        if kind == "crc32c":
-            return int(crt.crc32c(data, previous))
-        if kind == "crc64nvme":
-            return int(crt.crc64nvme(data, previous))
-    if kind == "crc32c":
+    if kind == "crc32c" and (len(data) < _AWSCRT_FROM or not _installed("awscrt")):
         mod = _module("google_crc32c")
         if mod is not None:
             if isinstance(data, bytes):
@@ -143,6 +149,12 @@ def crc_value(kind: str, data: bytes | bytearray | memoryview, previous: int = 0
             for start in range(0, len(view), _CHUNK):
                 crc = int(mod.extend(crc, bytes(view[start : start + _CHUNK])))
             return crc
+    crt = _awscrt()
+    if crt is not None:
+        if kind == "crc32c":
+            return int(crt.crc32c(data, previous))
+        if kind == "crc64nvme":
+            return int(crt.crc64nvme(data, previous))
     raise ValueError(f"no implementation of {label(kind)} here")
 
 
