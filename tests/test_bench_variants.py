@@ -40,3 +40,18 @@ def test_variants_are_selectable_but_not_in_all() -> None:
     assert bench._tool_names(args, parser, None) == list(ALL_TOOLS)
     with pytest.raises(SystemExit):
         bench._tool_names(parser.parse_args(["run", "--tools", "synxfer-p9"]), parser, None)
+
+
+def test_synxfer_is_byte_compiled_before_it_is_timed() -> None:
+    """A stale ``.pyc`` (an edited checkout, ``PYTHONDONTWRITEBYTECODE``) is rebuilt by
+    ``prepare``, so no timed run compiles synxfer's sources (decision 0014)."""
+    import importlib.util
+
+    import synxfer.engine.checksums as module
+    from synxfer_bench.tools import SynxferTool
+
+    assert module.__file__ is not None
+    cached = Path(importlib.util.cache_from_source(module.__file__))
+    cached.unlink(missing_ok=True)
+    assert SynxferTool().prepare() is None
+    assert cached.exists()

@@ -790,6 +790,10 @@ class _Runner:
                 self.result.skipped_tools.append(tool.label)
                 self.log(f"synxfer-bench: {tool.label}: SKIPPED: {reason}")
         tools = [t for t in self.tools if t.missing() is None]
+        for tool in tools:
+            note = tool.prepare()
+            if note:
+                self.result.notes.append(note)
         t0 = time.monotonic()
         try:
             with self.timeline, self._gcs_emulator_if_needed(), self._second_bucket_if_needed():
