@@ -76,7 +76,7 @@ def register(scheme: str, factory: BackendFactory) -> None:
 
 
 def available_schemes() -> list[str]:
-    """Schemes with a registered factory or an entry point (not imported)."""
+    """Schemes with a registered factory, a bundled backend or an entry point (none imported)."""
     names = set(_registered) | set(FIRST_PARTY) | {ep.name for ep in _entry_points()}
     return sorted(names)
 
