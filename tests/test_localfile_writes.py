@@ -1,20 +1,27 @@
-"""Positional writes: all bytes land, in calls of at most ``WRITE_CHUNK`` bytes.
+"""Positional writes: all bytes land, in calls of at most ``WRITE_CHUNK`` bytes,
+one writer thread at a time per file.
 
 The chunking is a speed rule (docs/decisions/0012-write-chunks.md): a single
 ``pwrite`` of a whole 8 MiB part made the page cache allocate large folios,
 which cost several times the kernel time of 256 KiB writes on this kind of
-machine. The bytes must land the same either way.
+machine. The bytes must land the same either way. So is the lock per file
+(``LocalFile``): threads writing one file at once spin on its inode lock in
+the kernel.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from synxfer.engine import localfile
-from synxfer.engine.localfile import WRITE_CHUNK, pwrite_all
+from synxfer.engine.localfile import WRITE_CHUNK, LocalFile, pwrite_all
 
 
 @pytest.mark.parametrize(
@@ -72,3 +79,51 @@ def test_pwrite_all_goes_on_after_a_short_write(
     finally:
         os.close(fd)
     assert path.read_bytes() == data
+
+
+def test_writes_to_one_file_take_turns_and_their_checksums_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of one file are written one thread at a time; what each write
+    computes afterwards (``then``, a checksum) runs in parallel."""
+    real = os.pwrite
+    writing = 0
+    most = 0
+    counter = threading.Lock()
+
+    def slow(fd: int, data: memoryview, offset: int) -> int:
+        nonlocal writing, most
+        with counter:
+            writing += 1
+            most = max(most, writing)
+        time.sleep(0.005)  # widen the window in which another write could start
+        try:
+            return real(fd, data, offset)
+        finally:
+            with counter:
+                writing -= 1
+
+    monkeypatch.setattr(localfile.os, "pwrite", slow)
+    # Two checksums must be computing at once to pass this barrier.
+    meet = threading.Barrier(2, timeout=10)
+
+    def then(data: memoryview) -> int:
+        meet.wait()
+        return len(data)
+
+    parts = [os.urandom(WRITE_CHUNK + 100) for _ in range(4)]
+    path = tmp_path / "f"
+
+    async def main() -> list[int | None]:
+        with concurrent.futures.ThreadPoolExecutor(4) as executor:
+            f = await LocalFile.open(path, os.O_WRONLY | os.O_CREAT, executor)
+            try:
+                return await asyncio.gather(
+                    *(f.write(i * len(p), p, then) for i, p in enumerate(parts))
+                )
+            finally:
+                await f.close()
+
+    assert asyncio.run(main()) == [len(p) for p in parts]
+    assert most == 1
+    assert path.read_bytes() == b"".join(parts)

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import secrets
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -61,7 +62,18 @@ def identity(st: os.stat_result) -> Identity:
 
 
 class LocalFile:
-    """An open descriptor plus the executor that does its blocking I/O."""
+    """An open descriptor plus the executor that does its blocking I/O.
+
+    Writes to it are serialized by a lock of its own, taken in the worker
+    thread around the ``pwrite`` calls only (what ``write`` computes after
+    writing, a checksum, runs outside it). The kernel serializes buffered
+    writes to one file anyway (the inode lock), but waiting for that lock
+    spins: with several threads writing parts of one file, the spinning
+    cost as much kernel CPU as the copies themselves (0.34 against 0.19 s
+    per GiB, 6 threads; more when the copies are slow), on a core the
+    server or the receiving loop needed. A thread waiting on this lock
+    sleeps instead.
+    """
 
     def __init__(self, fd: int, path: Path, executor: concurrent.futures.Executor) -> None:
         self.fd = fd
@@ -69,6 +81,7 @@ class LocalFile:
         self._executor = executor
         self._pending: set[concurrent.futures.Future[object]] = set()
         self._closed = False
+        self._write_lock = threading.Lock()
 
     @classmethod
     async def open(
@@ -134,7 +147,7 @@ class LocalFile:
     ) -> T | None:
         """Write ``data`` at ``offset``, then (in the same worker-thread call)
         return ``then(data)`` -- its checksums, say -- if given."""
-        return await self._run(_pwrite_then, self.fd, offset, data, then)
+        return await self._run(_pwrite_then, self.fd, offset, data, then, self._write_lock)
 
     async def allocate(self, size: int) -> None:
         """Reserve ``size`` bytes now, so a full disk fails before any transfer."""
@@ -214,9 +227,14 @@ def source_changed(path: Path) -> SourceChangedError:
 
 
 def _pwrite_then(
-    fd: int, offset: int, data: Buffer, then: Callable[[memoryview], T] | None
+    fd: int,
+    offset: int,
+    data: Buffer,
+    then: Callable[[memoryview], T] | None,
+    lock: threading.Lock,
 ) -> T | None:
-    pwrite_all(fd, data, offset)
+    with lock:
+        pwrite_all(fd, data, offset)
     return None if then is None else then(memoryview(data))
 
 
