@@ -9,7 +9,9 @@ object's ranges are planned for it (:func:`plan`):
 
 * a CRC is computed per range, in any order, and folded: ranges are the
   engine's part size, cut at the upload's part boundaries when the check
-  is composite (each part's CRC is folded from its ranges);
+  is composite (each part's CRC is folded from its ranges); adjacent
+  ranges may be fetched in one GET (:func:`group_ranges`), each range's
+  CRC still computed from its own slice;
 * a hash must see a hashed run's bytes in order: each run (the whole
   object, or each upload part for a composite check) is a *unit* whose
   ranges are written and hashed one after the other (``Plan.chained``);
@@ -71,6 +73,7 @@ __all__ = [
     "find_layout",
     "gather_layout",
     "gave_up",
+    "group_ranges",
     "plan",
     "raise_mismatch_of",
     "retry_mismatch",
@@ -78,6 +81,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 log = logging.getLogger("synxfer")
 
@@ -280,6 +284,19 @@ class Plan:
         """Whether range ``index`` is the last of its unit."""
         return self.units[self.unit_of[index]][-1] == index
 
+    def covering(self, fetch: Part) -> list[Part]:
+        """The ranges a fetch made by :func:`group_ranges` covers (``[fetch]``'s own
+        range for one that was not grouped): from range ``fetch.index`` on,
+        as many as make up ``fetch.length``."""
+        members = [self.ranges[fetch.index]]
+        total = members[0].length
+        while total < fetch.length:
+            members.append(self.ranges[fetch.index + len(members)])
+            total += members[-1].length
+        if total != fetch.length or members[0].offset != fetch.offset:
+            raise ValueError(f"{fetch} is not a run of this plan's ranges")
+        return members
+
 
 def plan(size: int, part_size: int, exp: Expectation | None, layout: Layout | None) -> Plan:
     """Ranges of at most ``part_size`` bytes, cut at the upload's part
@@ -311,6 +328,30 @@ def plan(size: int, part_size: int, exp: Expectation | None, layout: Layout | No
         for i in members:
             unit_of[i] = u
     return Plan(exp, ranges, units, unit_of, segments, hashed and len(ranges) > len(units))
+
+
+def group_ranges(ranges: Sequence[Part], limit: int) -> list[Part]:
+    """``ranges`` merged into fetches of at most ``limit`` bytes: each fetch
+    is a run of consecutive, adjacent ranges (``Part(first.index, offset,
+    total length)``; :meth:`Plan.covering` gives its ranges back). A range
+    is never split, so a fetch still ends on the upload's part boundaries
+    and every unit's value can be computed from its slice of the fetch."""
+    out: list[Part] = []
+    last = -2  # index of the last range merged into out[-1]
+    for r in ranges:
+        if out:
+            run = out[-1]
+            if (
+                r.index == last + 1
+                and run.offset + run.length == r.offset
+                and run.length + r.length <= limit
+            ):
+                out[-1] = Part(run.index, run.offset, run.length + r.length)
+                last = r.index
+                continue
+        out.append(r)
+        last = r.index
+    return out
 
 
 # -- values and the final check ------------------------------------------------------
@@ -477,10 +518,11 @@ async def fetch_checked(
     url: str,
     target: object,
     turns: dict[int, asyncio.Event],
-    work: Callable[[Part, Lease], Awaitable[int | bytes | None]],
-    then: Callable[[Part, int | bytes | None], Awaitable[None]],
+    work: Callable[[Part, Lease], Awaitable[R]],
+    then: Callable[[Part, R], Awaitable[None]],
     *,
     have: Collection[int] = (),
+    fetch_size: int = 0,
 ) -> None:
     """Move ``sums.plan``'s ranges through the scheduler (``work``, then
     ``then`` records each range's unit value) pass after pass under the retry
@@ -490,6 +532,10 @@ async def fetch_checked(
     The first pass moves every unit but those in ``have`` (resumed); each
     later one only the units not confirmed. ``turns`` gets a fresh event per
     range of each pass (``work`` waits on them to hash a unit in order).
+
+    With ``fetch_size``, the ranges of a plan that is not chained go in
+    fetches of up to that many bytes (:func:`group_ranges`): ``work`` and ``then``
+    get each fetch, and find its ranges with :meth:`Plan.covering`.
     """
     p = sums.plan
     attempts = 0
@@ -502,6 +548,8 @@ async def fetch_checked(
         else:
             units = [u for u in range(len(p.units)) if not sums.confirmed[u]]
         todo = [p.ranges[i] for u in units for i in p.units[u]]
+        if fetch_size and not p.chained:
+            todo = group_ranges(todo, fetch_size)
         turns.clear()
         turns.update((part.index, asyncio.Event()) for part in todo)
         try:
