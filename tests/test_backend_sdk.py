@@ -114,6 +114,22 @@ def test_a_bundled_scheme_resolves_without_reading_metadata() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_the_s3_backend_and_its_usual_dates_leave_email_utils_unimported() -> None:
+    """email.utils (~2.5 ms of start-up) is only for HTTP dates in the rare
+    forms: S3's own Last-Modified form is parsed without it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from synxfer.backend import resolve; resolve('s3'); "
+        "from synxfer_s3._xml import parse_http_date as p; "
+        "p('Tue, 02 Jan 2024 03:04:05 GMT'); print('email.utils' in sys.modules); "
+        "p('Tuesday, 02-Jan-24 03:04:05 GMT'); print('email.utils' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
 # -- to_thread_holding ------------------------------------------------------------
 
 
