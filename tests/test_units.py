@@ -186,6 +186,36 @@ def test_safe_join_refuses_symlinked_escape(tmp_path: Path) -> None:
     assert safe_join(root, "in/ünï/x") == root / "in" / "ünï" / "x"
 
 
+def test_safe_join_resolves_each_directory_once_per_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the plan's ``resolved`` dict, 1000 keys in two directories (the
+    root and ``d``) cost two realpath calls, and an escape through a
+    symlinked directory is still refused."""
+    import os
+
+    from synxfer.engine import localtree
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "out").symlink_to(tmp_path)
+    calls: list[str] = []
+    real = os.path.realpath
+
+    def counting(path: object) -> str:
+        calls.append(str(path))
+        return real(path)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(localtree.os.path, "realpath", counting)
+    resolved: dict[Path, str] = {}
+    for i in range(500):
+        assert safe_join(root, f"f{i}", resolved) == root / f"f{i}"
+        assert safe_join(root, f"d/f{i}", resolved) == root / "d" / f"f{i}"
+    assert sorted(calls) == sorted([str(root), str(root / "d")])
+    with pytest.raises(synxfer.UnsafePathError, match="outside"):
+        safe_join(root, "out/x", resolved)
+
+
 def test_mtime_round_trip_is_exact() -> None:
     for ns in (0, 1, 1_700_000_000_123_456_789, 999_999_999, -1, -1_500_000_000, -500_000_000):
         assert parse_mtime(format_mtime(ns)) == ns

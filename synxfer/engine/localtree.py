@@ -130,12 +130,18 @@ def _walk_dir(
             yield WalkProblem(path, "not a regular file (device, socket or pipe)", True)
 
 
-def safe_join(root: Path, rel: str) -> Path:
+def safe_join(root: Path, rel: str, resolved: dict[Path, str] | None = None) -> Path:
     """``root / rel`` for an object key ``rel``, refusing anything unsafe.
 
     Refused: NUL bytes, absolute keys, empty, ``.`` or ``..`` segments,
     segments too long for local filesystems, and any path that resolves
     outside ``root`` (e.g. through a symlinked directory inside it).
+
+    ``resolved``, a dict kept by the caller for one plan, remembers each
+    directory's real path: ``os.path.realpath`` lstats every component of
+    it, 26 us a key under a shallow root and more under a deep one, on the
+    event loop, before the first transfer of a tree can start. A plan is
+    checked as of the moment it is made either way.
     """
     if "\x00" in rel:
         raise UnsafePathError(f"object key {rel!r} contains a NUL byte; refusing to write it")
@@ -154,11 +160,20 @@ def safe_join(root: Path, rel: str) -> Path:
                 f"which local filesystems refuse"
             )
     target = root.joinpath(*parts)
-    real_root = os.path.realpath(root)
-    real_parent = os.path.realpath(target.parent)
+    real_root = _realpath(root, resolved)
+    real_parent = _realpath(target.parent, resolved)
     if os.path.commonpath([real_root, real_parent]) != real_root:
         raise UnsafePathError(
             f"object key {rel!r} would be written outside {root} "
             f"(through {target.parent}); refusing to write it"
         )
     return target
+
+
+def _realpath(path: Path, resolved: dict[Path, str] | None) -> str:
+    if resolved is None:
+        return os.path.realpath(path)
+    real = resolved.get(path)
+    if real is None:
+        real = resolved[path] = os.path.realpath(path)
+    return real

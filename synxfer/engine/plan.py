@@ -176,11 +176,12 @@ async def plan_download(
             if isinstance(item, LocalEntry):
                 local[item.rel] = item
     jobs: list[Job] = []
+    resolved: dict[Path, str] = {}  # real paths of the destination's directories
     for rel, info in remote.items():
         if not filters.included(rel):
             continue
         try:
-            dest = safe_join(root, rel)
+            dest = safe_join(root, rel, resolved)
         except UnsafePathError as exc:
             engine.failed(run, _Noted(Action.DOWNLOAD, backend.url(info.key), str(root)), exc)
             continue
