@@ -6,9 +6,9 @@ scheduler (:meth:`~.scheduler.Scheduler.map_parts`), which reserves each
 fetch's bytes and lends it a pooled buffer before its task exists, so tasks
 and memory stay bounded however big the object is; a fetch is one GET of
 up to :data:`FETCH_RANGES` adjacent ranges (:func:`fetch_size`). It is
-journaled per range, so an interrupted download resumes. Each byte is received into a pooled buffer,
-written from it once, and its checksum is computed in the same
-worker-thread call that wrote it.
+journaled per range, so an interrupted download resumes. Each byte is
+received into a pooled buffer, written from it once, and its checksum is
+computed in the same worker-thread call that wrote it.
 
 Every download is checked against the strongest checksum its source
 vouches for (:mod:`.verify`); data that does not match is fetched again
