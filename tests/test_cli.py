@@ -388,6 +388,61 @@ def test_rm_recursive_with_filters(
 # --------------------------------------------------------------------------- in-process
 
 
+# --------------------------------------------------------------------------- the exit
+
+
+_RUN = """
+import atexit, sys, threading, time
+atexit.register(lambda: print("teardown ran", flush=True))
+if sys.argv[1] == "thread":
+    threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", flush=True))).start()
+sys.argv = ["synxfer", *sys.argv[2:]]
+from synxfer.cli.main import run
+run()
+"""
+
+
+@pytest.mark.parametrize("with_thread", [False, True], ids=["skips-teardown", "thread-alive"])
+def test_the_console_script_exits_without_teardown_unless_something_still_runs(
+    env: dict[str, str], tmp_path: Path, with_thread: bool
+) -> None:
+    """``run`` (the console script) ends the process with ``os._exit`` after
+    flushing: the --json lines and the exit code are whole, atexit handlers
+    (the interpreter's teardown) are skipped. With a thread that is not a
+    daemon still running, it exits the ordinary way and the thread finishes."""
+    src = tmp_path / "a.txt"
+    src.write_bytes(b"alpha\n")
+    dst = f"file://{tmp_path / 'dst' / 'a.txt'}"
+    mode = "thread" if with_thread else "plain"
+    ok = subprocess.run(
+        [sys.executable, "-c", _RUN, mode, "cp", str(src), dst, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.splitlines()
+    assert json.loads(lines[0])["kind"] == "done"
+    assert json.loads(lines[1])["type"] == "summary"
+    assert (tmp_path / "dst" / "a.txt").read_bytes() == b"alpha\n"
+    if with_thread:
+        assert lines[2:] == ["thread done", "teardown ran"]
+    else:
+        assert lines[2:] == []
+    failed = subprocess.run(
+        [sys.executable, "-c", _RUN, mode, "cp", str(tmp_path / "missing"), dst],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert failed.returncode == 2
+    assert "does not exist" in failed.stderr
+
+
 def test_parser_filters_and_global_options() -> None:
     args = build_parser().parse_args(
         [

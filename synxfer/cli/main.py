@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError, TransferFailed
@@ -455,5 +455,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _exit_code(exc, args, printer)
 
 
+def run() -> NoReturn:
+    """The ``synxfer`` console script: :func:`main`, then exit without
+    tearing the interpreter down.
+
+    When :func:`main` returns, every transfer is committed or cleaned up and
+    the client is closed (its threads joined, the journal closed). What
+    ``sys.exit`` would still do is Python's finalization -- modules, objects
+    and the buffer pool freed one by one: 15-20 ms of a 0.15 s one-file
+    download here. So the logs and the standard streams are flushed and the
+    process ends with ``os._exit``. When something may still need the
+    teardown (a thread that is not a daemon is alive, multiprocessing or
+    Dask was used), or a flush fails, it exits the ordinary way.
+    """
+    code = main()
+    try:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        sys.exit(code)  # the ordinary exit reports what it can
+    if not _needs_teardown():
+        os._exit(code)
+    sys.exit(code)
+
+
+def _needs_teardown() -> bool:
+    """Whether anything still running could lose work without Python's
+    ordinary exit (which joins threads and runs atexit handlers)."""
+    import threading
+
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return True
+    # --processes and --dask: their atexit handlers reap children, close
+    # clusters and the multiprocessing resource tracker.
+    return "multiprocessing" in sys.modules or "distributed" in sys.modules
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
