@@ -465,8 +465,10 @@ def run() -> NoReturn:
     and the buffer pool freed one by one: 15-20 ms of a 0.15 s one-file
     download here. So the logs and the standard streams are flushed and the
     process ends with ``os._exit``. When something may still need the
-    teardown (a thread that is not a daemon is alive, multiprocessing or
-    Dask was used), or a flush fails, it exits the ordinary way.
+    teardown -- a thread that is not a daemon is alive, multiprocessing or
+    Dask was used, or anyone registered an ``atexit`` handler besides
+    logging's (a wrapper measuring the process at exit, an embedding
+    program) -- or a flush fails, it exits the ordinary way.
     """
     code = main()
     try:
@@ -490,7 +492,14 @@ def _needs_teardown() -> bool:
         return True
     # --processes and --dask: their atexit handlers reap children, close
     # clusters and the multiprocessing resource tracker.
-    return "multiprocessing" in sys.modules or "distributed" in sys.modules
+    if "multiprocessing" in sys.modules or "distributed" in sys.modules:
+        return True
+    import atexit
+
+    count = getattr(atexit, "_ncallbacks", None)  # CPython's; without it, assume some
+    if count is None:
+        return True
+    return bool(count() > ("logging" in sys.modules))  # logging registers one: flushed above
 
 
 if __name__ == "__main__":
