@@ -426,28 +426,19 @@ def test_the_console_script_exits_without_teardown_unless_something_needs_it(
     src = tmp_path / "a.txt"
     src.write_bytes(b"alpha\n")
     dst = f"file://{tmp_path / 'dst' / 'a.txt'}"
-    ok = subprocess.run(
-        [sys.executable, "-c", _RUN, mode, "cp", str(src), dst, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def synxfer(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-c", _RUN, mode, *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+    ok = synxfer("cp", str(src), dst, "--json")
     assert ok.returncode == 0, ok.stderr
     lines = ok.stdout.splitlines()
     assert json.loads(lines[0])["kind"] == "done"
     assert json.loads(lines[1])["type"] == "summary"
     assert (tmp_path / "dst" / "a.txt").read_bytes() == b"alpha\n"
     assert lines[2:] == after
-    failed = subprocess.run(
-        [sys.executable, "-c", _RUN, mode, "cp", str(tmp_path / "missing"), dst],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    failed = synxfer("cp", str(tmp_path / "missing"), dst)
     assert failed.returncode == 2
     assert "does not exist" in failed.stderr
 
