@@ -87,12 +87,12 @@ def _check_locations(args: argparse.Namespace) -> None:
     for loc in locations:
         if not loc.is_local:
             resolve(loc.scheme)  # raises UnknownScheme, with an install hint
-    remote_only = {"mb": "a bucket URL like s3://bucket", "rb": "a bucket URL like s3://bucket"}
-    remote_only |= {"ls": "a URL like s3://bucket/prefix", "rm": "a URL like s3://bucket/prefix"}
-    if args.command in remote_only:
+    needs = {"mb": "a bucket URL like s3://bucket", "ls": "a URL like s3://bucket/prefix"}
+    needs |= {"rb": needs["mb"], "rm": needs["ls"]}  # the remote-only commands
+    if args.command in needs:
         if locations[0].is_local:
             raise ConfigError(
-                f"{args.command} needs {remote_only[args.command]}, not a local path ({args.url!r})"
+                f"{args.command} needs {needs[args.command]}, not a local path ({args.url!r})"
             )
         return
     src, dst = locations
