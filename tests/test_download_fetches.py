@@ -98,3 +98,28 @@ async def test_a_multipart_object_comes_in_fetches_of_whole_parts_and_is_verifie
     assert result.not_verified == 0  # the parts' CRC32Cs, each from its slice
     assert (tmp_path / "dst" / "f.bin").read_bytes() == data
     assert sorted(gets[0].reads) == [(sum(lengths[:i]), n) for i, n in enumerate(lengths)]
+
+
+async def test_short_last_fetches_reuse_the_pools_buffers(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    """Each object ends in a shorter fetch: it borrows one of the fetch-sized
+    buffers instead of making the pool drop an idle one to allocate its own
+    (which then page-faults in again for the next object's first fetch)."""
+    (tmp_path / "src").mkdir()
+    for i in range(2):  # 5 ranges of 5 MiB and a half one: fetches of 10, 10 and 7.5 MiB
+        (tmp_path / "src" / f"f{i}.bin").write_bytes(os.urandom(27 * MiB + MiB // 2))
+    config = TransferConfig(
+        max_threads=4, max_files=1, part_size=5 * MiB, memory_budget=20 * MiB
+    )
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as client:
+        assert (await client.sync_to(tmp_path / "src", f"s3://{bucket}/t")).ok
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as client:
+        result = await client.sync_from(f"s3://{bucket}/t", tmp_path / "dst")
+        pool = client._engine.scheduler.buffers
+    assert result.ok, result.failures
+    for i in range(2):
+        name = f"f{i}.bin"
+        assert (tmp_path / "dst" / name).read_bytes() == (tmp_path / "src" / name).read_bytes()
+    # Two 10 MiB buffers fill the budget; every fetch after them reuses them.
+    assert pool.allocated == 2

@@ -157,27 +157,28 @@ class TokenBucket:
 class Lease:
     """``nbytes`` of work, holding its share of the memory budget.
 
-    The share is the pool's :meth:`~.budget.BufferPool.charge` for
-    ``nbytes`` (the size class of the buffer it may borrow), so the buffers
-    lent stay within the budget. :meth:`view` lends a slice of a pooled
-    buffer (receive into it, write from it); :meth:`buffer` a buffer of
-    exactly ``nbytes`` (pooled when that is a class size). Either goes back
-    to the pool, and the bytes to the budget, when the lease is released (by
-    the scheduler, on every path).
+    The share is the pool's :meth:`~.budget.BufferPool.charge` for the
+    buffer it may borrow (``lend`` bytes, at least ``nbytes``), so the
+    buffers lent stay within the budget. :meth:`view` lends a slice of a
+    pooled buffer (receive into it, write from it); :meth:`buffer` a buffer
+    of exactly ``nbytes`` (pooled when that is a class size). Either goes
+    back to the pool, and the bytes to the budget, when the lease is
+    released (by the scheduler, on every path).
     """
 
-    __slots__ = ("_buffer", "_granted", "_scheduler", "nbytes")
+    __slots__ = ("_buffer", "_granted", "_lend", "_scheduler", "nbytes")
 
-    def __init__(self, scheduler: Scheduler, nbytes: int, granted: int) -> None:
+    def __init__(self, scheduler: Scheduler, nbytes: int, granted: int, lend: int = 0) -> None:
         self._scheduler = scheduler
         self.nbytes = nbytes
         self._granted = granted
+        self._lend = max(nbytes, lend)
         self._buffer: bytearray | None = None
 
     def view(self) -> memoryview:
         """``nbytes`` of a pooled buffer, writable, valid until the lease ends."""
         if self._buffer is None:
-            self._buffer = self._scheduler.buffers.get(self.nbytes)
+            self._buffer = self._scheduler.buffers.get(self._lend)
         return memoryview(self._buffer)[: self.nbytes]
 
     def buffer(self) -> bytearray:
@@ -267,13 +268,15 @@ class Scheduler:
 
     # -- bytes ---------------------------------------------------------------
 
-    async def _lease(self, nbytes: int) -> Lease:
+    async def _lease(self, nbytes: int, lend: int = 0) -> Lease:
         """Wait until ``nbytes`` may move (the bandwidth limit, if any), then
-        until they (as the pool charges them) fit in the budget (clamped to
-        its capacity)."""
+        until the buffer to lend for them (``lend`` bytes, at least
+        ``nbytes``, as the pool charges it) fits in the budget (clamped to its
+        capacity)."""
         if self.bandwidth is not None:
             await self.bandwidth.acquire(nbytes)
-        return Lease(self, nbytes, await self.budget.acquire(self.buffers.charge(nbytes)))
+        charge = self.buffers.charge(max(nbytes, lend))
+        return Lease(self, nbytes, await self.budget.acquire(charge), lend)
 
     @contextlib.asynccontextmanager
     async def reserve(self, nbytes: int) -> AsyncIterator[Lease]:
@@ -289,6 +292,8 @@ class Scheduler:
         parts: Iterable[Part],
         work: Callable[[Part, Lease], Awaitable[R]],
         then: Callable[[Part, R], Awaitable[None]] | None = None,
+        *,
+        lend: int = 0,
     ) -> None:
         """Run ``work(part, lease)`` for every part, as many at once as the budget allows.
 
@@ -299,6 +304,11 @@ class Scheduler:
         ``then(part, result)`` does the part's bookkeeping (journal,
         progress) outside it. The first error cancels the other parts and
         is raised in an :class:`ExceptionGroup`.
+
+        With ``lend``, every part's :meth:`Lease.view` is a slice of a buffer
+        of at least that size (and reserves that much): a short last part
+        reuses the others' buffers instead of making the pool drop one of
+        them to allocate its own.
         """
 
         async def one(part: Part, lease: Lease) -> None:
@@ -311,7 +321,7 @@ class Scheduler:
 
         async with asyncio.TaskGroup() as tg:
             for part in parts:
-                lease = await self._lease(part.length)  # back-pressure: before the task
+                lease = await self._lease(part.length, lend)  # back-pressure: before the task
                 try:
                     task = tg.create_task(one(part, lease))
                 except BaseException:
