@@ -109,9 +109,7 @@ async def test_short_last_fetches_reuse_the_pools_buffers(
     (tmp_path / "src").mkdir()
     for i in range(2):  # 5 ranges of 5 MiB and a half one: fetches of 10, 10 and 7.5 MiB
         (tmp_path / "src" / f"f{i}.bin").write_bytes(os.urandom(27 * MiB + MiB // 2))
-    config = TransferConfig(
-        max_threads=4, max_files=1, part_size=5 * MiB, memory_budget=20 * MiB
-    )
+    config = TransferConfig(max_threads=4, max_files=1, part_size=5 * MiB, memory_budget=20 * MiB)
     async with synxfer.Client(config, endpoint_url=s3_endpoint) as client:
         assert (await client.sync_to(tmp_path / "src", f"s3://{bucket}/t")).ok
     async with synxfer.Client(config, endpoint_url=s3_endpoint) as client:
