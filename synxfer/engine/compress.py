@@ -515,7 +515,10 @@ async def download_compressed(
                 engine.progress(part.length, "down")
 
             try:
-                await scheduler.map_parts(p.ranges, fetch, fetched_part)
+                # Like fetch_checked: the short last range borrows a full-sized
+                # buffer rather than make the pool drop one.
+                lend = max((r.length for r in p.ranges), default=0)
+                await scheduler.map_parts(p.ranges, fetch, fetched_part, lend=lend)
             except BaseExceptionGroup as group:
                 raise_mismatch_of(group)
                 raise
