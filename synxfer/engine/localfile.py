@@ -238,13 +238,16 @@ def _pwrite_then(
     return None if then is None else then(memoryview(data))
 
 
-#: The most one ``pwrite`` hands the kernel. Larger writes make the page
-#: cache allocate large folios, which must come from free high-order blocks;
-#: on a VM those are often pages the host has not backed yet, and filling
-#: them cost 1.3-2.0 s of kernel time per GiB here against 0.2-0.3 s for
-#: 256 KiB writes (docs/decisions/0012-write-chunks.md). 4,096 calls per
-#: GiB cost next to nothing.
-WRITE_CHUNK = 256 * 1024
+#: The most one ``pwrite`` hands the kernel. A write makes the page cache
+#: allocate folios up to its own size; on a VM with free-page reporting
+#: (this one), a folio above order 3 comes from the buddy allocator's
+#: high-order blocks, often pages the host has taken back, and the copy then
+#: traps to the hypervisor on every page. 32 KiB (order 3) folios come from
+#: the per-CPU lists of recently freed pages. Measured: 1 GiB from six
+#: threads, 32 KiB writes 0.33-0.40 s every time; 64 KiB, 256 KiB and 8 MiB
+#: writes up to 1.8, 1.6 and 2.2 s (docs/decisions/0012-write-chunks.md).
+#: 32,768 calls per GiB cost ~0.03 s of user CPU.
+WRITE_CHUNK = 32 * 1024
 
 
 def pwrite_all(fd: int, data: Buffer, offset: int) -> None:
