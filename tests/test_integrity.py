@@ -387,22 +387,59 @@ def test_crc_of_pieces_folds_to_the_crc_of_the_whole(kind: str) -> None:
     assert ck.crc_value(kind, b"123456789") == check[kind]
 
 
-def test_small_crc32c_does_not_load_awscrt() -> None:
-    """Asking what can be verified, and a CRC32C under 4 MiB, leave awscrt unloaded
-    (~50 ms of start-up); a larger buffer goes to it, with the same value."""
+def test_crc32c_leaves_awscrt_unloaded_until_a_large_transfer() -> None:
+    """Asking what can be verified, and CRC32Cs of any buffer size, leave awscrt
+    unloaded (~50 ms with the GIL held) until the process has hashed
+    ``_AWSCRT_AFTER`` bytes; then it takes over, with the same values."""
     code = """
 import sys, google_crc32c
 from synxfer.engine import checksums as ck
+ck._AWSCRT_AFTER = 8 << 20
 assert ck.available("crc32c") and ck.available("crc64nvme")
-small = bytearray(b"x" * (1 << 20))
-assert ck.crc_value("crc32c", small) == google_crc32c.value(bytes(small))
+for size in (1 << 20, 5 << 20, 3 << 20):  # the last one crosses 8 MiB
+    data = bytearray(b"x" * size)
+    assert ck.crc_value("crc32c", data) == google_crc32c.value(bytes(data))
 print("awscrt" in sys.modules, end=" ")
-big = bytearray(b"y" * (4 << 20))
-assert ck.crc_value("crc32c", big) == google_crc32c.value(bytes(big))
+data = bytearray(b"y" * (1 << 20))
+assert ck.crc_value("crc32c", data) == google_crc32c.value(bytes(data))
 print("awscrt" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_crc32c_of_a_writable_buffer_makes_no_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's pooled buffers are writable, which google-crc32c's module
+    functions refuse: they go to its C function through ctypes, never through
+    ``bytes`` copies; read-only ``bytes`` still go to the module. Same values
+    for whole buffers, slices and continued CRCs."""
+    import google_crc32c
+
+    from synxfer.engine import checksums as ck
+
+    if ck._google_extend() is None:
+        pytest.skip("google-crc32c has no C library here")
+    reference = google_crc32c.extend
+    seen: list[type] = []
+
+    def extend(crc: int, data: bytes) -> int:
+        seen.append(type(data))
+        return int(reference(crc, data))
+
+    monkeypatch.setattr(google_crc32c, "extend", extend)
+    monkeypatch.setattr(ck, "_AWSCRT_AFTER", 1 << 62)
+    monkeypatch.delitem(sys.modules, "awscrt.checksums", raising=False)
+    data = bytearray(random.Random(7).randbytes(3 << 20))
+    for piece, previous in (
+        (data, 0),
+        (memoryview(data)[5:70_000], 0),
+        (memoryview(data)[1 << 20 :], 12345),
+        (bytearray(), 99),
+    ):
+        assert ck.crc_value("crc32c", piece, previous) == reference(previous, bytes(piece))
+    assert seen == []  # no copies handed to the module
+    assert ck.crc_value("crc32c", b"123456789") == 0xE3069283
+    assert seen == [bytes]
 
 
 def test_expectations_rank_crcs_first_and_read_composites() -> None:

@@ -7,13 +7,15 @@ thread (the engine does, in the call that writes the data).
   order, and folded into the whole object's with :func:`crc_combine` (zlib's
   ``crc32_combine`` method, for any reflected CRC whose initial value and
   final XOR are all ones -- all three are), so no byte is read twice however
-  the ranges finish. CRC32 comes from zlib. CRC64NVME comes from awscrt
-  (AWS's common runtime, the ``s3`` extra), and so does the CRC32C of a
-  buffer of 4 MiB or more; a smaller one goes to google-crc32c, which takes
-  only read-only buffers, so the engine's pooled ones are copied to it in
-  1 MiB slices (~0.08 CPU s per GiB). Loading awscrt costs ~50 ms with the
-  GIL held, most of a small transfer's run; past a few MiB it is repaid by
-  the copies it saves. Either library stands in for the other's CRC32C. With
+  the ranges finish. CRC32 comes from zlib. CRC32C comes from
+  google-crc32c's C function ``crc32c_extend``, called through ctypes: no
+  copy of the engine's writable pooled buffers (the module's own functions
+  take only read-only ``bytes``, so those would be copied under the GIL)
+  and the GIL released while it runs. Once a process has hashed
+  :data:`_AWSCRT_AFTER` bytes that way, CRC32C moves to awscrt (AWS's common
+  runtime, the ``s3`` extra), 2-3 times faster per byte but ~50 ms to load
+  with the GIL held -- repaid only on large transfers. CRC64NVME comes from
+  awscrt only. Either library stands in for the other's CRC32C. With
   neither, CRC64NVME is not available (such objects are verified another
   way, or reported as not verified).
 * Hashes (``md5``, ``sha1``, ``sha256``) cannot be folded: the bytes of one
@@ -30,8 +32,9 @@ import binascii
 import functools
 import hashlib
 import importlib.util
+import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -127,28 +130,80 @@ def available(kind: str) -> bool:
     return kind in _SIZES
 
 
-#: Bytes copied at a time for google-crc32c, whose C code takes only ``bytes``.
+#: Bytes copied at a time for google-crc32c's module functions, which take
+#: only ``bytes`` (where its C function cannot be reached).
 _CHUNK = 1 << 20
-#: A CRC32C of at least this many bytes loads awscrt rather than copy (module docstring).
-_AWSCRT_FROM = 4 << 20
+#: CRC32C bytes hashed with google-crc32c before awscrt is loaded for the
+#: rest (module docstring): its load costs about what google-crc32c's slower
+#: loop costs over ~1.5 GiB (measured: 60 ms against 24 ms per GiB here).
+_AWSCRT_AFTER = 2 << 30
+_google_bytes = 0  # CRC32C bytes hashed with google-crc32c so far (approximate)
+
+
+@functools.cache
+def _google_extend() -> Callable[[int, memoryview], int] | None:
+    """google-crc32c's C ``crc32c_extend`` over a writable buffer, or None.
+
+    Called through ctypes, which releases the GIL for the call and takes the
+    buffer's address: no copy. None where google-crc32c is missing or pure
+    Python, or its C library cannot be reached (the symbol is looked up
+    through the extension module, which links the library)."""
+    mod = _module("google_crc32c")
+    if mod is None or getattr(mod, "implementation", None) != "c":
+        return None
+    try:
+        import ctypes
+
+        from google_crc32c import _crc32c  # type: ignore[import-not-found,unused-ignore]
+
+        c_extend = ctypes.CDLL(_crc32c.__file__).crc32c_extend
+    except (ImportError, OSError, AttributeError):
+        return None
+    c_extend.restype = ctypes.c_uint32
+    c_extend.argtypes = (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t)
+    first_byte, address_of = ctypes.c_char.from_buffer, ctypes.addressof
+
+    def extend(previous: int, view: memoryview) -> int:
+        if not view:
+            return previous
+        start = first_byte(view)  # keeps the buffer exported during the call
+        return int(c_extend(previous, address_of(start), len(view)))
+
+    return extend
+
+
+def _crc32c_google(data: bytes | bytearray | memoryview, previous: int) -> int | None:
+    """CRC32C by google-crc32c, or None where it is not installed."""
+    global _google_bytes
+    mod = _module("google_crc32c")
+    if mod is None:
+        return None
+    _google_bytes += len(data)
+    if isinstance(data, bytes):
+        return int(mod.extend(previous, data))
+    view = memoryview(data).cast("B")
+    extend = _google_extend()
+    if extend is not None and not view.readonly:
+        return extend(previous, view)
+    # Bounded copies, never a second part-sized buffer.
+    crc = previous
+    for offset in range(0, len(view), _CHUNK):
+        crc = int(mod.extend(crc, bytes(view[offset : offset + _CHUNK])))
+    return crc
 
 
 def crc_value(kind: str, data: bytes | bytearray | memoryview, previous: int = 0) -> int:
     """The CRC of ``data`` (continuing ``previous``). Blocking: call from a worker thread."""
     if kind == "crc32":
         return zlib.crc32(data, previous)
-    if kind == "crc32c" and (len(data) < _AWSCRT_FROM or not _installed("awscrt")):
-        mod = _module("google_crc32c")
-        if mod is not None:
-            if isinstance(data, bytes):
-                return int(mod.extend(previous, data))
-            # google-crc32c refuses writable buffers (the engine's pooled
-            # ones): bounded copies, never a second part-sized buffer.
-            view = memoryview(data).cast("B")
-            crc = previous
-            for start in range(0, len(view), _CHUNK):
-                crc = int(mod.extend(crc, bytes(view[start : start + _CHUNK])))
-            return crc
+    if (
+        kind == "crc32c"
+        and (_google_bytes < _AWSCRT_AFTER or not _installed("awscrt"))
+        and "awscrt.checksums" not in sys.modules
+    ):
+        value = _crc32c_google(data, previous)
+        if value is not None:
+            return value
     crt = _awscrt()
     if crt is not None:
         if kind == "crc32c":

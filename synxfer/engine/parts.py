@@ -8,10 +8,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .._exceptions import ConfigError
 from ..backend import Capabilities, Checksum, ChecksumAlgorithm
+from . import checksums
 
 __all__ = [
     "Part",
@@ -95,13 +95,9 @@ def checksum_of(
         digest = hashlib.md5(data, usedforsecurity=False).digest()
         return Checksum("md5", base64.b64encode(digest).decode("ascii"))
     if algorithm == "crc32c":
-        try:
-            import google_crc32c  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:  # pragma: no cover - depends on the gcs extra
-            raise ConfigError(
-                "crc32c checksums need google-crc32c: pip install 'synxfer[gcs]'"
-            ) from exc
-        value = _crc32c(google_crc32c, data)
+        if not checksums.available("crc32c"):  # pragma: no cover - depends on the gcs extra
+            raise ConfigError("crc32c checksums need google-crc32c: pip install 'synxfer[gcs]'")
+        value = checksums.crc_value("crc32c", data)
         return Checksum("crc32c", base64.b64encode(value.to_bytes(4, "big")).decode("ascii"))
     raise ConfigError(f"unknown checksum algorithm {algorithm!r}")
 
@@ -120,20 +116,3 @@ def etag_parts(etag: str | None) -> int | None:
         return 0
     m = _MULTIPART_ETAG.match(etag)
     return int(m.group(2)) if m else None
-
-
-#: Bytes copied at a time for google-crc32c, whose C code takes only ``bytes``.
-_CRC_CHUNK = 1 << 20
-
-
-def _crc32c(module: Any, data: bytes | bytearray | memoryview) -> int:
-    """CRC32C of any buffer. google-crc32c refuses writable buffers (the
-    engine's reusable bytearrays), so those go through in 1 MiB ``bytes``
-    copies: a bounded copy, never a second part-sized buffer."""
-    if isinstance(data, bytes):
-        return int(module.value(data))
-    view = memoryview(data)
-    crc = 0
-    for start in range(0, len(view), _CRC_CHUNK):
-        crc = module.extend(crc, bytes(view[start : start + _CRC_CHUNK]))
-    return int(crc)
