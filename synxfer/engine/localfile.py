@@ -242,11 +242,12 @@ def _pwrite_then(
 #: allocate folios up to its own size; on a VM with free-page reporting
 #: (this one), a folio above order 3 comes from the buddy allocator's
 #: high-order blocks, often pages the host has taken back, and the copy then
-#: traps to the hypervisor on every page. 32 KiB (order 3) folios come from
-#: the per-CPU lists of recently freed pages. Measured: 1 GiB from six
-#: threads, 32 KiB writes 0.33-0.40 s every time; 64 KiB, 256 KiB and 8 MiB
-#: writes up to 1.8, 1.6 and 2.2 s (docs/decisions/0012-write-chunks.md).
-#: 32,768 calls per GiB cost ~0.03 s of user CPU.
+#: traps to the hypervisor on every page; 32 KiB (order 3) folios come from
+#: the per-CPU lists of recently freed pages (the likely cause; the host's
+#: side was not traced). Measured: 1 GiB from six threads, 32 KiB writes
+#: 0.33-0.40 s every time; 64 KiB, 256 KiB and 8 MiB writes up to 1.8, 1.6
+#: and 2.2 s (docs/decisions/0012-write-chunks.md). 32,768 calls per GiB
+#: cost ~0.03 s of user CPU.
 WRITE_CHUNK = 32 * 1024
 
 
