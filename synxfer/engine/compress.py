@@ -515,10 +515,7 @@ async def download_compressed(
                 engine.progress(part.length, "down")
 
             try:
-                # Like fetch_checked: the short last range borrows a full-sized
-                # buffer rather than make the pool drop one.
-                lend = max((r.length for r in p.ranges), default=0)
-                await scheduler.map_parts(p.ranges, fetch, fetched_part, lend=lend)
+                await scheduler.map_parts(p.ranges, fetch, fetched_part, even_buffers=True)
             except BaseExceptionGroup as group:
                 raise_mismatch_of(group)
                 raise

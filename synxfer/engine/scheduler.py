@@ -293,7 +293,7 @@ class Scheduler:
         work: Callable[[Part, Lease], Awaitable[R]],
         then: Callable[[Part, R], Awaitable[None]] | None = None,
         *,
-        lend: int = 0,
+        even_buffers: bool = False,
     ) -> None:
         """Run ``work(part, lease)`` for every part, as many at once as the budget allows.
 
@@ -305,11 +305,16 @@ class Scheduler:
         progress) outside it. The first error cancels the other parts and
         is raised in an :class:`ExceptionGroup`.
 
-        With ``lend``, every part's :meth:`Lease.view` is a slice of a buffer
-        of at least that size (and reserves that much): a short last part
-        reuses the others' buffers instead of making the pool drop one of
-        them to allocate its own.
+        With ``even_buffers``, every part's :meth:`Lease.view` is a slice of
+        a buffer the size of the largest part (and reserves that much): a
+        short last part (an object's tail) reuses the others' buffers instead
+        of making the pool drop one of them to allocate, and page-fault, its
+        own, once per object.
         """
+        lend = 0
+        if even_buffers:
+            parts = list(parts)
+            lend = max((part.length for part in parts), default=0)
 
         async def one(part: Part, lease: Lease) -> None:
             try:

@@ -552,12 +552,8 @@ async def fetch_checked(
             todo = group_ranges(todo, fetch_size)
         turns.clear()
         turns.update((part.index, asyncio.Event()) for part in todo)
-        # One buffer size for the pass: a short last fetch (an object's tail)
-        # borrows a buffer like the others' rather than have the pool drop an
-        # idle one to allocate (and page-fault) its own, once per file.
-        lend = max((part.length for part in todo), default=0)
         try:
-            await engine.scheduler.map_parts(todo, work, then, lend=lend)
+            await engine.scheduler.map_parts(todo, work, then, even_buffers=True)
         except BaseExceptionGroup as group:
             raise_mismatch_of(group)
             raise
