@@ -152,9 +152,10 @@ def test_merge_sums_every_counter_and_joins_failures() -> None:
 def test_engine_config_splits_every_machine_wide_limit_bwlimit_included() -> None:
     from synxfer._scaleout._shards import engine_config
 
-    config = synxfer.TransferConfig(max_threads=8, bwlimit=10 * MiB, processes=4)
+    config = synxfer.TransferConfig(max_threads=8, io_threads=8, bwlimit=10 * MiB, processes=4)
     one = engine_config(config, 4)
     assert (one.max_threads, one.max_files, one.processes) == (2, 4, 1)
+    assert one.io_threads == 2
     assert one.memory_budget == config.memory_budget // 4
     assert one.bwlimit == 10 * MiB // 4  # four engines together keep to the client's limit
     assert engine_config(synxfer.TransferConfig(bwlimit=3), 4).bwlimit == 1  # never 0 (= none)

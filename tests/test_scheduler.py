@@ -377,3 +377,25 @@ async def test_io_holding_waits_for_the_thread_when_cancelled(scheduler: Schedul
     with pytest.raises(asyncio.CancelledError):
         await task
     assert finished.is_set()
+
+
+async def test_the_io_executor_has_io_threads_workers() -> None:
+    """File I/O and hashing run in ``io_threads`` threads, not ``max_threads``."""
+    s = Scheduler(synxfer.TransferConfig(max_threads=6, io_threads=2))
+    try:
+        gate = threading.Barrier(3, timeout=0.5)
+        names: set[str] = set()
+
+        def work() -> bool:
+            names.add(threading.current_thread().name)
+            try:
+                gate.wait()  # a third thread never comes
+            except threading.BrokenBarrierError:
+                return False
+            return True
+
+        results = await asyncio.gather(*(s.io(work) for _ in range(4)))
+    finally:
+        s.close()
+    assert not any(results)
+    assert len(names) == 2

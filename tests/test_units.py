@@ -33,6 +33,9 @@ def test_config_defaults_follow_the_brief() -> None:
     assert c.part_size == 8 * MiB
     assert c.multipart_threshold == 8 * MiB
     assert c.memory_budget == c.max_threads * c.part_size
+    # File I/O and hashing: one worker thread per core (at least 2), not one
+    # per request: more only compete for the GIL (docs/decisions/0016).
+    assert c.io_threads == min(c.max_threads, max(2, os.cpu_count() or 1))
 
 
 def test_config_derived_values_follow_changes() -> None:
@@ -42,6 +45,10 @@ def test_config_derived_values_follow_changes() -> None:
     assert (d.max_files, d.memory_budget) == (10, 5 * 8 * MiB)
     e = TransferConfig(max_threads=3, max_files=7).evolve(max_threads=5)
     assert e.max_files == 7  # explicitly chosen: kept
+    assert TransferConfig(max_threads=1).io_threads == 1  # never above max_threads
+    one = TransferConfig(max_threads=1)
+    assert one.evolve(max_threads=64).io_threads == TransferConfig(max_threads=64).io_threads
+    assert TransferConfig(io_threads=9).evolve(max_threads=5).io_threads == 9  # explicit: kept
 
 
 @pytest.mark.parametrize(
@@ -50,6 +57,7 @@ def test_config_derived_values_follow_changes() -> None:
         ({"max_threads": 0}, "max_threads"),
         ({"part_size": 0}, "part_size"),
         ({"max_files": -1}, "max_files"),
+        ({"io_threads": -1}, "io_threads"),
         ({"read_timeout": 0}, "timeout"),
     ],
 )

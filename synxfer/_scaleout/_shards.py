@@ -115,13 +115,14 @@ def shard_journal_dir(state_dir: str | None, index: int) -> Path:
 
 def engine_config(config: TransferConfig, share: int) -> TransferConfig:
     """``config`` for one of ``share`` engines on one machine: its part of
-    every machine-wide limit (requests and threads, files, memory, and the
+    every machine-wide limit (requests, I/O threads, files, memory, and the
     bandwidth limit: each engine gets ``bwlimit / share``, so together they
     keep to the client's)."""
     return replace(
         config,
         max_threads=max(1, config.max_threads // share),
         max_files=max(1, config.max_files // share),
+        io_threads=max(1, config.io_threads // share),
         memory_budget=max(1, config.memory_budget // share),
         bwlimit=max(1, config.bwlimit // share) if config.bwlimit else 0,
         processes=1,

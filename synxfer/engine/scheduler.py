@@ -16,8 +16,9 @@ Limits, all shared by every file and every run of a client:
   exists and releases them on every path; :meth:`Scheduler.reserve` does the
   same for a single block of work (a whole small file, the first range of a
   download). No other code acquires or releases budget;
-* the I/O executor: ``max_threads`` worker threads for file I/O and hashing,
-  so the event loop never reads, writes or hashes file data;
+* the I/O executor: ``io_threads`` worker threads (one per core by default)
+  for file I/O and hashing, so the event loop never reads, writes or hashes
+  file data;
 * the buffer pool: part buffers in size classes, reused across parts and
   files (small objects use a slice of a pooled buffer), bounded by the
   budget, so memory stays flat instead of churning the allocator;
@@ -210,7 +211,7 @@ class Scheduler:
     def __init__(self, config: TransferConfig) -> None:
         self.config = config
         self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=config.max_threads, thread_name_prefix="synxfer-io"
+            max_workers=config.io_threads, thread_name_prefix="synxfer-io"
         )
         self.requests = RequestSlots(config.max_threads)
         self.budget = ByteBudget(config.memory_budget)
