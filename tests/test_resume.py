@@ -12,11 +12,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 import pytest
@@ -319,3 +320,72 @@ def test_kill_9_then_rerun(make_tree: Callable[..., Path], tmp_path: Path) -> No
     extra = sent_total - total
     # At most max_threads (3) parts were in flight at the kill.
     assert 0 <= extra <= 3 * PART, f"re-sent {extra} extra bytes"
+
+
+class _Timeline(Layer):
+    """Notes, for a ranged download, what the journal had done when the HEAD
+    was asked and when the first range was asked."""
+
+    journal_asked = threading.Event()
+    start_written = threading.Event()
+    seen: ClassVar[dict[str, bool]] = {}
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        cls = type(self)
+        if op == "stat" and "head" not in cls.seen:
+            # The journal's lookup goes out while the HEAD is on the wire:
+            # give it a moment to arrive (it never does if it waits for us).
+            cls.seen["head"] = await asyncio.to_thread(cls.journal_asked.wait, 5)
+        if op == "read_into" and "first range" not in cls.seen:
+            cls.seen["first range"] = cls.start_written.is_set()
+        return await fn(*args)
+
+
+async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
+    bucket: str,
+    make_tree: Callable[..., Path],
+    s3_endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ranged download asks the journal for an earlier run's entry during
+    the HEAD, and writes its own entry while the first ranges are fetched
+    (a slow journal delays no request); still, the entry is written before
+    any range's record, and removed once the file is whole."""
+    src = make_tree({"big.bin": 4 * PART + 3})
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=2)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, url)
+
+    order: list[str] = []
+    get, start, part = Journal.download_get, Journal.download_start, Journal.download_part
+
+    def slow_start(self: Journal, *args: Any) -> None:
+        time.sleep(0.5)  # a journal on a slow disk
+        start(self, *args)
+        order.append("start")
+        _Timeline.start_written.set()
+
+    def noted_get(self: Journal, dest: str) -> Any:
+        _Timeline.journal_asked.set()
+        return get(self, dest)
+
+    def noted_part(self: Journal, *args: Any) -> None:
+        order.append("part")
+        part(self, *args)
+
+    monkeypatch.setattr(Journal, "download_get", noted_get)
+    monkeypatch.setattr(Journal, "download_start", slow_start)
+    monkeypatch.setattr(Journal, "download_part", noted_part)
+    _Timeline.journal_asked.clear()
+    _Timeline.start_written.clear()
+    _Timeline.seen = {}
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=[_Timeline]) as c:
+        r = await c.sync_from(url, tmp_path / "dst")
+    assert r.ok, r.failures
+    assert _Timeline.seen == {"head": True, "first range": False}
+    assert order[0] == "start"
+    assert order.count("part") == 5
+    assert Journal(tmp_path / "state").download_get(str(tmp_path / "dst" / "big.bin")) is None
+    assert tree(tmp_path / "dst") == tree(src)

@@ -32,6 +32,7 @@ from ..backend import Backend
 from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
 from .core import Engine
+from .journal import DownloadEntry
 from .localfile import TEMP_SUFFIX, LocalFile, temp_path_for, write_whole_file
 from .meta import stored_mtime
 from .parts import (
@@ -216,16 +217,23 @@ async def _download_ranges(
     src = backend.url(key)
     resumable = engine.resumable
     tmp = resume_temp_path(dest) if resumable else temp_path_for(dest)
-    info = await backend.stat(key)
-    check_size(src, size, info, "download")
-    check_version(src, etag, info)
-    exp, layout = await gather_layout(backend, key, info, info.etag)
-    p = plan(size, part_size, exp, layout)
+    # The journal's lookup (its first use opens the database) runs on the
+    # journal's thread while the HEAD is on the wire.
+    entry = asyncio.ensure_future(engine.journal.download_get(str(dest)))
+    try:
+        info = await backend.stat(key)
+        check_size(src, size, info, "download")
+        check_version(src, etag, info)
+        exp, layout = await gather_layout(backend, key, info, info.etag)
+        p = plan(size, part_size, exp, layout)
+        journaled = None if is_compressed(info) else await entry
+    finally:
+        entry.cancel()  # a no-op once it is done
     if is_compressed(info):  # fetched in order and decompressed (.compress); no journal
         return await download_compressed(engine, backend, key, dest, info, p, info.etag or etag)
     kind = p.kind
     sums = Sums(p)
-    resumed = await _resume_download(engine, src, dest, tmp, info, size, part_size, sums)
+    resumed = await _resume_download(engine, journaled, src, dest, tmp, info, size, part_size, sums)
     if resumed is None:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if resumable else os.O_EXCL)
     else:
@@ -233,12 +241,21 @@ async def _download_ranges(
     f = await LocalFile.open(tmp, flags, scheduler.executor, parents=True)
     committed = keep = False
     fetched = 0
+    started: asyncio.Task[None] | None = None
+
+    async def recorded() -> None:
+        """Wait until the download's own journal record is written."""
+        if started is not None and not started.done():
+            await asyncio.wait([started])
+
     try:
         if resumed is None:
             resumed = set()
             await f.allocate(size)
-            await engine.journal.download_start(
-                str(dest), src, info.etag, size, part_size, str(tmp)
+            # Written on the journal's thread while the first ranges are on
+            # the wire; a range's record, or the entry's removal, waits for it.
+            started = asyncio.ensure_future(
+                engine.journal.download_start(str(dest), src, info.etag, size, part_size, str(tmp))
             )
         if_match = info.etag or etag
 
@@ -276,6 +293,7 @@ async def _download_ranges(
             nonlocal fetched
             fetched += part.length
             members = p.covering(part)
+            await recorded()
             for r, value in zip(members, values or [None] * len(members), strict=True):
                 if p.last_of_unit(r.index):
                     sums.record(p.unit_of[r.index], value)
@@ -301,12 +319,14 @@ async def _download_ranges(
         await f.close()
         await scheduler.io(os.replace, tmp, dest)
         committed = True
+        await recorded()
         await engine.journal.download_done(str(dest))
         return min(fetched, size), exp is not None or backend.capabilities.verified_reads
     except asyncio.CancelledError:
         keep = resumable  # the next run picks up from the journal
         raise
     except BaseException:
+        await recorded()
         await engine.journal.download_done(str(dest))
         raise
     finally:
@@ -382,6 +402,7 @@ def _journaled_units(
 
 async def _resume_download(
     engine: Engine,
+    entry: DownloadEntry | None,
     src: str,
     dest: Path,
     tmp: Path,
@@ -390,13 +411,13 @@ async def _resume_download(
     part_size: int,
     sums: Sums,
 ) -> set[int] | None:
-    """The units an earlier run's temp file already holds, or None to start afresh.
+    """The units an earlier run's temp file already holds (its journal
+    ``entry``), or None to start afresh.
 
     Records their values in ``sums``. A download of another object, another
     version (ETag or size differ), with another part size or checked another
     way is stale: its temp file is removed and its entry forgotten.
     """
-    entry = await engine.journal.download_get(str(dest))
     if entry is None:
         return None
     same = (entry.src, entry.size, entry.part_size, entry.temp) == (src, size, part_size, str(tmp))
