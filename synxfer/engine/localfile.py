@@ -218,10 +218,12 @@ def read_whole_file(
     return checksum, st.st_mtime_ns
 
 
-def source_changed(path: Path) -> SourceChangedError:
-    """The error for a file that changed while it was being uploaded."""
+def source_changed(path: Path, detail: str = "") -> SourceChangedError:
+    """The error for a file that changed while it was being uploaded
+    (``detail``, e.g. ``"it shrank"``, says how, when known)."""
+    how = f" ({detail})" if detail else ""
     return SourceChangedError(
-        f"{path} changed while it was being uploaded; nothing was committed "
+        f"{path} changed while it was being uploaded{how}; nothing was committed "
         f"for it -- run the command again to send the new version"
     )
 

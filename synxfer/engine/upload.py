@@ -16,7 +16,7 @@ import mimetypes
 import os
 from pathlib import Path
 
-from .._exceptions import NotFound, SourceChangedError
+from .._exceptions import NotFound
 from .._models import CompletedPart, MultipartUpload, WriteOptions
 from ..backend import Backend, Capabilities
 from .compress import upload_compressed
@@ -93,7 +93,7 @@ async def upload_path(
                 buf = lease.buffer()
                 n, checksum = await f.read_into(buf, 0, caps.part_checksum)
                 if n != size:
-                    raise SourceChangedError(f"{path} shrank while it was being uploaded")
+                    raise source_changed(path, "it shrank")
                 await check_unchanged()
                 await backend.put(key, buf, upload_options(base, metadata, guessed), checksum)
             engine.progress(size, "up")
@@ -247,7 +247,7 @@ async def _send_parts(
         buf = lease.buffer()
         n, checksum = await f.read_into(buf, part.offset, algorithm)
         if n != part.length:
-            raise SourceChangedError(f"{f.path} shrank while it was being uploaded")
+            raise source_changed(f.path, "it shrank")
         return await backend.upload_part(upload, part.number, buf, checksum)
 
     async def sent_part(part: Part, result: CompletedPart) -> None:
