@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -103,6 +102,8 @@ async def call_with_retries(
         if policy.attempts <= 1:
             raise
         _report(op, 1, exc, on_retry)
+        import random  # here: the first retry, not every run's start-up
+
         await asyncio.sleep(random.uniform(0, min(policy.max_delay, policy.initial_delay)))
     rest = retrying(policy, op, retry_on, on_retry, _first_attempt=2)
     return await rest(fn, *args)

@@ -458,6 +458,57 @@ def test_parser_filters_and_global_options() -> None:
     assert build_parser().parse_args(["rm", "s3://b/k"]).filters == []
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cp", "a", "s3://b/k", "--recursive", "--exclude", "*.tmp", "--max-threads", "3"],
+        ["--region", "eu-west-1", "sync", "s3://b/p/", "d", "--delete", "--size-only"],
+        ["ls", "s3://b/", "--recursive", "--json"],
+        # an option's value that names a command: the command is the next one
+        ["--profile", "ls", "cp", "a", "s3://b/k"],
+        ["--profile", "rm", "--region", "sync", "mv", "s3://b/k", "d"],
+    ],
+)
+def test_the_command_line_parses_as_with_the_whole_parser(argv: list[str]) -> None:
+    """Only the named command's grammar is built at start-up; the result is
+    what the whole parser gives, including when an option's value is a
+    command's name."""
+    from synxfer.cli._parser import parse_command_line
+
+    assert vars(parse_command_line(argv)) == vars(build_parser().parse_args(argv))
+
+
+#: Modules a download never uses, each a few milliseconds of every run's
+#: start-up (docs/decisions/0014-start-up-and-the-gil.md): json (--json),
+#: shutil with bz2 and lzma (argparse sizes its help with it), configparser
+#: (only when an AWS config file exists), sqlite3 (the resume journal: only
+#: for multipart files), random and secrets (retry jitter, temp names).
+_UNUSED_AT_START = ("json", "shutil", "bz2", "lzma", "configparser", "sqlite3", "random", "secrets")
+
+
+def test_a_download_imports_nothing_it_does_not_use(
+    env: dict[str, str], tmp_path: Path, bucket: str, s3: Any
+) -> None:
+    s3.put_object(Bucket=bucket, Key="one.bin", Body=b"1" * 1000)
+    s3.put_object(Bucket=bucket, Key="dir/two.bin", Body=b"2" * 2000)
+    code = (
+        "import sys\n"
+        "from synxfer.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        f"print(code, [m for m in {_UNUSED_AT_START!r} if m in sys.modules])\n"
+    )
+    for argv in (
+        ["cp", f"s3://{bucket}/one.bin", str(tmp_path / "one.bin"), "-q"],
+        ["cp", "--recursive", f"s3://{bucket}/dir", str(tmp_path / "dir"), "-q"],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert out.stdout.strip() == "0 []", (argv, out.stdout, out.stderr)
+    assert (tmp_path / "one.bin").read_bytes() == b"1" * 1000
+    assert (tmp_path / "dir" / "two.bin").read_bytes() == b"2" * 2000
+
+
 def test_display_path_is_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert display_path("a.txt") == "a.txt"

@@ -25,7 +25,6 @@ Secrets never appear in a repr, a log line or an error message.
 from __future__ import annotations
 
 import asyncio
-import configparser
 import os
 import time
 from collections.abc import Mapping
@@ -309,8 +308,12 @@ def profile_s3_setting(
     env = os.environ if env is None else env
     path = os.path.expanduser(env.get("AWS_CONFIG_FILE") or "~/.aws/config")
     active = profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
-    parser = configparser.RawConfigParser(default_section="synxfer-no-default-section")
     where = f"{path}: [profile {active}] s3.{name}"
+    if not os.path.isfile(path):
+        return None, where
+    import configparser  # only when there is a file to read (~2 ms of start-up)
+
+    parser = configparser.RawConfigParser(default_section="synxfer-no-default-section")
     try:
         if not parser.read(path, encoding="utf-8"):
             return None, where

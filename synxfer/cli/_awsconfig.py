@@ -31,7 +31,6 @@ The active profile is ``--profile``, else ``$AWS_PROFILE``, else
 
 from __future__ import annotations
 
-import configparser
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -82,6 +81,10 @@ def read_s3_settings(
     """
     path = aws_config_path(env)
     name = active_profile(profile, env)
+    if not os.path.isfile(path):
+        return {}
+    import configparser  # only when there is a file to read (~2 ms of start-up)
+
     parser = configparser.RawConfigParser(default_section="synxfer-no-default-section")
     try:
         read = parser.read(path, encoding="utf-8")

@@ -7,7 +7,6 @@ progress line and the final summary.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -398,6 +397,8 @@ class EventPrinter:
         if kind not in (EventKind.DONE, EventKind.SKIPPED, EventKind.FAILED):
             return
         if self.json_lines:
+            import json
+
             self._emit(self.out, json.dumps(self._event_dict(event)))
         if kind is EventKind.FAILED:
             self._emit(self.err, self._human(event))

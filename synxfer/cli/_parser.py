@@ -5,8 +5,8 @@ argument types they use. :mod:`synxfer.cli.main` runs what it parses.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import __version__
@@ -21,7 +21,7 @@ from ._args import (
     size_arg,
 )
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "parse_command_line"]
 
 
 def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -193,6 +193,8 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
 
 def _metadata_arg(text: str) -> dict[str, str]:
     """argparse ``type=`` of --metadata: ``key=value,key2=value2`` or a JSON object."""
+    import json
+
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -316,21 +318,7 @@ def _add_scale(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> Parser:
-    """The argparse parser of the ``synxfer`` command."""
-    parser = Parser(
-        prog="synxfer",
-        description="Fast, verifiable copies between local disk and object stores.",
-    )
-    parser.add_argument("--version", action="version", version=f"synxfer {__version__}")
-    _add_common(parser, suppress=False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    cp = sub.add_parser(
-        "cp",
-        help="copy a file or (with --recursive) a directory; always transfers",
-        description="Copy a local file or directory to a URL, or a URL to a local path.",
-    )
+def _cp(cp: Parser) -> None:
     cp.add_argument("src", help="local path or URL")
     cp.add_argument("dst", help="local path or URL")
     cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
@@ -340,15 +328,8 @@ def build_parser() -> Parser:
     _add_scale(cp)
     _add_common(cp, suppress=True)
 
-    sync = sub.add_parser(
-        "sync",
-        help="make a destination match a source, transferring only what changed",
-        description=(
-            "Transfer new and changed files from SRC to DST (a local directory and a "
-            "URL prefix, either way round). By default a file is changed when its "
-            "size differs or the source is newer."
-        ),
-    )
+
+def _sync(sync: Parser) -> None:
     sync.add_argument("src", help="local directory or URL prefix")
     sync.add_argument("dst", help="local directory or URL prefix")
     sync.add_argument(
@@ -371,15 +352,8 @@ def build_parser() -> Parser:
     _add_scale(sync)
     _add_common(sync, suppress=True)
 
-    mv = sub.add_parser(
-        "mv",
-        help="move a file or (with --recursive) a directory: copy, then delete the source",
-        description=(
-            "Copy like cp, then delete the source of each file whose copy completed "
-            "(and was checked against the checksums its source vouches for); a file that "
-            "failed keeps its source. Local to URL, URL to local, or URL to URL."
-        ),
-    )
+
+def _mv(mv: Parser) -> None:
     mv.add_argument("src", help="local path or URL")
     mv.add_argument("dst", help="local path or URL")
     mv.add_argument("--recursive", action="store_true", help="move a whole directory or prefix")
@@ -388,11 +362,8 @@ def build_parser() -> Parser:
     _add_object_options(mv)
     _add_common(mv, suppress=True)
 
-    ls = sub.add_parser(
-        "ls",
-        help="list objects and prefixes under a URL",
-        description="List objects and common prefixes (PRE) under a URL.",
-    )
+
+def _ls(ls: Parser) -> None:
     ls.add_argument("url", help="URL like s3://bucket/prefix/")
     ls.add_argument("--recursive", action="store_true", help="list all keys under the prefix")
     ls.add_argument("--json", action="store_true", help="print one JSON object per line")
@@ -402,40 +373,121 @@ def build_parser() -> Parser:
     )
     _add_common(ls, suppress=True)
 
-    rm = sub.add_parser(
-        "rm",
-        help="delete an object or (with --recursive) everything under a prefix",
-        description="Delete an object, or with --recursive every object under a prefix.",
-    )
+
+def _rm(rm: Parser) -> None:
     rm.add_argument("url", help="URL like s3://bucket/key")
     rm.add_argument("--recursive", action="store_true", help="delete everything under the prefix")
     _add_filters(rm)
     _add_output(rm)
     _add_common(rm, suppress=True)
 
-    mb = sub.add_parser(
-        "mb",
-        help="make a bucket",
-        description="Create a bucket (s3, gs, scp). --region says where (S3: a "
-        "LocationConstraint unless us-east-1; GCS: a location such as US or EU).",
-    )
+
+def _mb(mb: Parser) -> None:
     mb.add_argument("url", help="URL like s3://bucket")
     mb.add_argument("--json", action="store_true", help="print a JSON object on stdout")
     _add_common(mb, suppress=True)
 
-    rb = sub.add_parser(
-        "rb",
-        help="remove a bucket",
-        description="Delete an empty bucket (s3, gs, scp); with --force, delete every "
-        "object in it first.",
-    )
+
+def _rb(rb: Parser) -> None:
     rb.add_argument("url", help="URL like s3://bucket")
     rb.add_argument(
         "--force", action="store_true", help="delete every object in the bucket, then the bucket"
     )
     _add_output(rb)
     _add_common(rb, suppress=True)
+
+
+#: Every command: its one-line help (what ``synxfer --help`` lists), its
+#: description, and what adds its arguments.
+_COMMANDS: dict[str, tuple[str, str, Callable[[Parser], None]]] = {
+    "cp": (
+        "copy a file or (with --recursive) a directory; always transfers",
+        "Copy a local file or directory to a URL, or a URL to a local path.",
+        _cp,
+    ),
+    "sync": (
+        "make a destination match a source, transferring only what changed",
+        (
+            "Transfer new and changed files from SRC to DST (a local directory and a "
+            "URL prefix, either way round). By default a file is changed when its "
+            "size differs or the source is newer."
+        ),
+        _sync,
+    ),
+    "mv": (
+        "move a file or (with --recursive) a directory: copy, then delete the source",
+        (
+            "Copy like cp, then delete the source of each file whose copy completed "
+            "(and was checked against the checksums its source vouches for); a file that "
+            "failed keeps its source. Local to URL, URL to local, or URL to URL."
+        ),
+        _mv,
+    ),
+    "ls": (
+        "list objects and prefixes under a URL",
+        "List objects and common prefixes (PRE) under a URL.",
+        _ls,
+    ),
+    "rm": (
+        "delete an object or (with --recursive) everything under a prefix",
+        "Delete an object, or with --recursive every object under a prefix.",
+        _rm,
+    ),
+    "mb": (
+        "make a bucket",
+        "Create a bucket (s3, gs, scp). --region says where (S3: a "
+        "LocationConstraint unless us-east-1; GCS: a location such as US or EU).",
+        _mb,
+    ),
+    "rb": (
+        "remove a bucket",
+        "Delete an empty bucket (s3, gs, scp); with --force, delete every object in it first.",
+        _rb,
+    ),
+}
+
+
+def build_parser(only: str | None = None) -> Parser:
+    """The argparse parser of the ``synxfer`` command.
+
+    With ``only`` (a command's name), the other commands are placeholders
+    that take any arguments and parse to nothing: building the one command
+    a run uses costs a fifth of building them all, in every process's
+    start-up. :func:`parse_command_line` uses it and falls back to the whole
+    parser when the command line is not ``only``'s.
+    """
+    parser = Parser(
+        prog="synxfer",
+        description="Fast, verifiable copies between local disk and object stores.",
+    )
+    parser.add_argument("--version", action="version", version=f"synxfer {__version__}")
+    _add_common(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_, description, add_arguments) in _COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_, add_help=False, placeholder=True)
+            continue
+        command = sub.add_parser(name, help=help_, description=description)
+        add_arguments(command)
     return parser
+
+
+def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` with a parser built for the command it names.
+
+    The command is the first word of ``argv`` that is a command's name; when
+    an option's value took that word (``--profile ls cp ...``) the command
+    parsed is another, and ``argv`` is parsed again with the whole parser, as
+    it is when no word names a command (``--help``, a typo).
+    """
+    argv = list(argv)
+    name = next((word for word in argv if word in _COMMANDS), None)
+    if name is None:
+        return build_parser().parse_args(argv)
+    args = build_parser(only=name).parse_args(argv)
+    if args.command != name:
+        args = build_parser().parse_args(argv)
+    return args
 
 
 # --------------------------------------------------------------------------- helpers

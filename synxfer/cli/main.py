@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as _dt
-import json
 import logging
 import os
 import sys
@@ -24,11 +22,8 @@ from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError, TransferFailed
 from .._models import ObjectInfo, TransferResult
 from .._url import parse_location
-from ._args import (
-    Parser,
-)
 from ._output import EventPrinter, Progress, cli_words, redact, summary_line
-from ._parser import build_parser
+from ._parser import build_parser, parse_command_line
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -59,6 +54,8 @@ def _error(message: str, args: argparse.Namespace | None = None, code: int = 1) 
     text = redact(cli_words(message))
     print(f"synxfer: error: {text}", file=sys.stderr)
     if args is not None and getattr(args, "json", False):
+        import json
+
         with contextlib.suppress(OSError):
             print(json.dumps({"type": "error", "error": text, "exit_code": code}), flush=True)
 
@@ -191,6 +188,8 @@ def _uses_aws_settings(args: argparse.Namespace) -> bool:
 
 
 def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
+    import datetime as _dt
+
     if isinstance(item, str):
         name = item if args.recursive else item.rstrip("/").rsplit("/", 1)[-1] + "/"
         return "PRE".rjust(30) + " " + name
@@ -219,6 +218,9 @@ def _ls_size(n: int) -> str:
 
 
 def _ls_json(item: ObjectInfo | str) -> str:
+    import datetime as _dt
+    import json
+
     if isinstance(item, str):
         return json.dumps({"type": "prefix", "prefix": item})
     when = (
@@ -238,6 +240,8 @@ def _ls_json(item: ObjectInfo | str) -> str:
 
 
 async def _ls(client: Client, args: argparse.Namespace) -> None:
+    import json
+
     count = total = 0
     async for item in client.ls(args.url, recursive=args.recursive):
         if isinstance(item, ObjectInfo):
@@ -341,6 +345,8 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
 def _bucket_line(args: argparse.Namespace, action: str) -> None:
     """``make_bucket: s3://b`` (aws-cli's line), or a JSON object with --json."""
     if args.json:
+        import json
+
         print(json.dumps({"type": "bucket", "action": action, "bucket": args.url}), flush=True)
     elif not getattr(args, "quiet", False):
         print(f"{action}: {args.url}", flush=True)
@@ -350,6 +356,8 @@ def _finish(args: argparse.Namespace, printer: EventPrinter, result: TransferRes
     if printer.progress is not None:
         printer.progress.clear()
     if args.json:
+        import json
+
         print(json.dumps({"type": "summary", **result.to_dict()}), flush=True)
     if not args.quiet:
         print(summary_line(result), file=sys.stderr)
@@ -408,16 +416,17 @@ def _exit_code(exc: BaseException, args: argparse.Namespace, printer: EventPrint
     return 1
 
 
-def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
+def _parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``argv``; a usage error with ``--json`` also prints an error object on stdout."""
     if "--json" not in argv:
-        return parser.parse_args(argv)
+        return parse_command_line(argv)
     import io
+    import json
 
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return parser.parse_args(argv)
+            return parse_command_line(argv)
     except SystemExit as exc:
         if exc.code == 2:
             lines = captured.getvalue().splitlines()
@@ -431,7 +440,7 @@ def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``synxfer`` command; returns the process exit code."""
-    args = _parse(build_parser(), sys.argv[1:] if argv is None else list(argv))
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
     import asyncio
 
     _setup_logging(args.verbose)

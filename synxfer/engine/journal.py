@@ -22,7 +22,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -91,6 +90,8 @@ class Journal:
     """The journal at ``directory/journal.sqlite3``; methods block (use one thread)."""
 
     def __init__(self, directory: Path) -> None:
+        import sqlite3  # here, not at import: a run without multipart files never needs it
+
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "journal.sqlite3"
         self._db = sqlite3.connect(
@@ -252,6 +253,8 @@ class ResumeJournal:
         """``call(journal)`` on the journal's thread; ``off`` when resume is off."""
         if not self._enabled:
             return off
+        import sqlite3
+
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._thread, self._call, call)

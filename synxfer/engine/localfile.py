@@ -14,7 +14,6 @@ import concurrent.futures
 import contextlib
 import errno
 import os
-import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +50,7 @@ TEMP_SUFFIX = ".synxfer-part"
 
 def temp_path_for(dest: Path) -> Path:
     """A hidden, unique temp name beside ``dest``: ``.name.<hex>.synxfer-part``."""
-    return dest.with_name(f".{dest.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    return dest.with_name(f".{dest.name}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
 
 
 Identity = tuple[int, int, int, int]  # (st_dev, st_ino, st_size, st_mtime_ns)
