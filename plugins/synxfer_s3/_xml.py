@@ -16,8 +16,8 @@ import calendar
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 from urllib.parse import unquote_plus
 
 __all__ = [
@@ -209,8 +209,7 @@ def _checksums(elem: ET.Element, ns: str) -> dict[str, str]:
 # -- Error --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
+class ErrorInfo(NamedTuple):
     """An S3 ``<Error>``: its code, message and the fields that help explain it."""
 
     code: str
@@ -250,8 +249,7 @@ def error_in_ok_body(data: Data) -> ErrorInfo | None:
 # -- ListObjectsV2 --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ListedObject:
+class ListedObject(NamedTuple):
     """One ``<Contents>`` entry."""
 
     key: str
@@ -262,8 +260,7 @@ class ListedObject:
     checksum_algorithm: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectList:
+class ObjectList(NamedTuple):
     """One ListObjectsV2 page."""
 
     objects: list[ListedObject]
@@ -335,13 +332,12 @@ def parse_initiate(data: Data) -> str:
     return upload_id
 
 
-@dataclass(frozen=True, slots=True)
-class CompleteResult:
+class CompleteResult(NamedTuple):
     """A ``CompleteMultipartUploadResult``."""
 
     etag: str | None
-    location: str | None = None
-    checksums: dict[str, str] = field(default_factory=dict)
+    location: str | None
+    checksums: dict[str, str]
 
 
 def parse_complete(data: Data) -> CompleteResult:
@@ -355,19 +351,17 @@ def parse_complete(data: Data) -> CompleteResult:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ListedPart:
+class ListedPart(NamedTuple):
     """One ``<Part>`` of a ListParts answer."""
 
     number: int
     etag: str
     size: int
-    mtime: float | None = None
-    checksums: dict[str, str] = field(default_factory=dict)
+    mtime: float | None
+    checksums: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class PartList:
+class PartList(NamedTuple):
     """One ListParts page."""
 
     parts: list[ListedPart]
@@ -394,8 +388,7 @@ def parse_list_parts(data: Data) -> PartList:
     return PartList(parts, truncated, _int(marker) if marker else None)
 
 
-@dataclass(frozen=True, slots=True)
-class ListedUpload:
+class ListedUpload(NamedTuple):
     """One ``<Upload>`` of a ListMultipartUploads answer."""
 
     key: str
@@ -403,8 +396,7 @@ class ListedUpload:
     initiated: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class UploadList:
+class UploadList(NamedTuple):
     """One ListMultipartUploads page."""
 
     uploads: list[ListedUpload]
@@ -441,8 +433,7 @@ def parse_list_uploads(data: Data) -> UploadList:
 # -- DeleteObjects ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteError:
+class DeleteError(NamedTuple):
     """A key DeleteObjects could not delete."""
 
     key: str
@@ -474,13 +465,12 @@ def parse_delete_result(data: Data) -> tuple[list[str], list[DeleteError]]:
 # -- CopyObject / UploadPartCopy ----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class CopyResult:
+class CopyResult(NamedTuple):
     """A ``CopyObjectResult`` or ``CopyPartResult``."""
 
     etag: str | None
     mtime: float | None
-    checksums: dict[str, str] = field(default_factory=dict)
+    checksums: dict[str, str]
 
 
 def parse_copy(data: Data) -> CopyResult:

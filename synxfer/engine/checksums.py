@@ -35,8 +35,7 @@ import importlib.util
 import sys
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 __all__ = [
     "CRC_KINDS",
@@ -77,8 +76,7 @@ _SIZES: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class _Crc:
+class _Crc(NamedTuple):
     width: int
     poly: int  # reflected
 

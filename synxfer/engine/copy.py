@@ -33,7 +33,7 @@ import base64
 import dataclasses
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .._exceptions import ConfigError, IntegrityError
 from .._models import CompletedPart, ObjectInfo, WriteOptions
@@ -114,8 +114,7 @@ async def copy_object(
     return await (_stream_parts if multipart else _stream_single)(engine, job)
 
 
-@dataclass(frozen=True, slots=True)
-class _Copy:
+class _Copy(NamedTuple):
     """One streamed copy: the source object (listed with ``size`` and
     ``etag``), its destination, and the options it is written with."""
 

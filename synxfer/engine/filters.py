@@ -12,8 +12,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .._exceptions import ConfigError
 
@@ -22,8 +21,7 @@ __all__ = ["FilterRule", "Filters"]
 FilterKind = Literal["include", "exclude"]
 
 
-@dataclass(frozen=True, slots=True)
-class FilterRule:
+class FilterRule(NamedTuple):
     kind: FilterKind
     pattern: str
 

@@ -25,9 +25,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 __all__ = ["DownloadEntry", "Journal", "ResumeJournal", "UploadEntry", "default_state_dir"]
 
@@ -64,25 +63,23 @@ def default_state_dir() -> Path:
     return Path(base) / "synxfer"
 
 
-@dataclass(frozen=True, slots=True)
-class UploadEntry:
+class UploadEntry(NamedTuple):
     dest: str
     src: str
     identity: tuple[int, int, int, int]  # dev, ino, size, mtime_ns
     upload_id: str
     part_size: int
-    parts: dict[int, tuple[str, int]] = field(default_factory=dict)  # number -> (etag, size)
+    parts: dict[int, tuple[str, int]]  # number -> (etag, size)
 
 
-@dataclass(frozen=True, slots=True)
-class DownloadEntry:
+class DownloadEntry(NamedTuple):
     dest: str
     src: str
     etag: str | None
     size: int
     part_size: int
     temp: str
-    parts: dict[int, tuple[bytes | None, int | None]] = field(default_factory=dict)
+    parts: dict[int, tuple[bytes | None, int | None]]
     # number -> (md5, crc32c)
 
 

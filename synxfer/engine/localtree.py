@@ -6,8 +6,8 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .._exceptions import UnsafePathError
 from .localfile import TEMP_SUFFIX
@@ -22,8 +22,7 @@ _NAME_MAX = 255
 TAG_XATTR = "user.synxfer.etag"
 
 
-@dataclass(frozen=True, slots=True)
-class LocalEntry:
+class LocalEntry(NamedTuple):
     """A regular file found by :func:`walk`; ``rel`` uses ``/`` separators.
 
     ``tag`` is the ETag of the object this file was downloaded from, when the
@@ -57,8 +56,7 @@ def write_tag(fd: int, etag: str, mtime_ns: int) -> None:
         os.setxattr(fd, TAG_XATTR, f"{etag} {mtime_ns}".encode())
 
 
-@dataclass(frozen=True, slots=True)
-class WalkProblem:
+class WalkProblem(NamedTuple):
     """Something under the root that cannot be a source, and why."""
 
     path: Path

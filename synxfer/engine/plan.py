@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .._exceptions import UnsafePathError
 from .._models import Action, MultipartUpload, ObjectInfo
@@ -37,8 +38,7 @@ log = logging.getLogger("synxfer")
 DELETE_BATCH = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class PlanArgs:
+class PlanArgs(NamedTuple):
     """How to compare and what to include: the options of one sync or copy."""
 
     filters: Filters

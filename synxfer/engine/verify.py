@@ -45,7 +45,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from .._exceptions import BackendError, IntegrityError, NotFound, PreconditionFailed
 from .._models import ObjectInfo
@@ -89,8 +89,7 @@ _COMPOSITE = "-composite"
 _PARTS_SUFFIX = re.compile(r"^(.*)-(\d+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class Expectation:
+class Expectation(NamedTuple):
     """One checksum the source vouches for: ``kind`` over the whole object
     (``parts`` None) or over its ``parts`` parts' checksums (0: the count
     is not given, the layout's is taken)."""
@@ -256,8 +255,7 @@ def _fits(layout: Layout, size: int) -> bool:
 # -- the plan -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """The ranges of one download and what is computed over them.
 
     ``units[u]`` lists the range indexes whose bytes make unit ``u``'s value
