@@ -478,6 +478,23 @@ def test_the_command_line_parses_as_with_the_whole_parser(argv: list[str]) -> No
     assert vars(parse_command_line(argv)) == vars(build_parser().parse_args(argv))
 
 
+@pytest.mark.parametrize("columns", ["50", "80", "132", None])
+def test_help_is_formatted_as_argparse_formats_it(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None
+) -> None:
+    """The CLI's formatter sizes help without shutil, by the same rule."""
+    import argparse
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    parser = build_parser()
+    ours = parser.format_help()
+    parser.formatter_class = argparse.HelpFormatter
+    assert ours == parser.format_help()
+
+
 #: Modules a download never uses, each a few milliseconds of every run's
 #: start-up (docs/decisions/0014-start-up-and-the-gil.md): json (--json),
 #: shutil with bz2 and lzma (argparse sizes its help with it), configparser
