@@ -389,3 +389,31 @@ async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
     assert order.count("part") == 5
     assert Journal(tmp_path / "state").download_get(str(tmp_path / "dst" / "big.bin")) is None
     assert tree(tmp_path / "dst") == tree(src)
+
+
+async def test_a_journal_record_that_fails_fails_the_download(
+    bucket: str,
+    make_tree: Callable[..., Path],
+    s3_endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The entry is written in the background, but its error is not lost:
+    the file fails with it, as when the entry was written before the first
+    range (errors the journal expects, SQLite's and the disk's, turn resume
+    off instead)."""
+    src = make_tree({"big.bin": 2 * PART + 3})
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state", max_threads=2)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, url)
+
+    def broken_start(self: Journal, *args: Any) -> None:
+        raise RuntimeError("journal bug")
+
+    monkeypatch.setattr(Journal, "download_start", broken_start)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        r = await c.sync_from(url, tmp_path / "dst")
+    assert not r.ok
+    assert [f.error for f in r.failures] == ["RuntimeError: journal bug"]
+    assert not (tmp_path / "dst" / "big.bin").exists()

@@ -244,9 +244,15 @@ async def _download_ranges(
     started: asyncio.Task[None] | None = None
 
     async def recorded() -> None:
-        """Wait until the download's own journal record is written."""
-        if started is not None and not started.done():
+        """Wait until the download's own journal record is written (without
+        cancelling it when we are cancelled); its error is the download's, as
+        when the record was awaited in line."""
+        if started is None:
+            return
+        if not started.done():
             await asyncio.wait([started])
+        if not started.cancelled():
+            started.result()
 
     try:
         if resumed is None:
