@@ -15,6 +15,7 @@ import math
 import os
 import random
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ import aiohttp
 import pytest
 
 import synxfer
-from synxfer import BackendOptions, ConfigError, NotFound, TransientError, WriteOptions
+from synxfer import (
+    BackendOptions,
+    ConfigError,
+    NotFound,
+    PreconditionFailed,
+    TransientError,
+    WriteOptions,
+)
 from synxfer_blockstore import BlockStoreBackend, Secret, load_cluster
 from synxfer_blockstore.cluster import CLUSTER_ENV, find_cluster_file
 from synxfer_blockstore.placement import (
@@ -498,6 +506,39 @@ async def test_reads_fail_over_when_a_replica_site_is_down(tmp_path: Path) -> No
             assert len(placed[0]) == 2
             assert "A" not in placed[0]
             assert (await b.read("later")).data == data[:1000]
+
+
+async def test_read_into_places_blocks_without_a_joined_copy(tmp_path: Path) -> None:
+    """read_into copies each block to its place as it arrives: no joined copy
+    of the object (the default read_into held the blocks, their join and the
+    buffer at once), and an object that does not fit the buffer is refused
+    from its manifest, before any block is read. The site is a child
+    process, so only the client's memory is traced."""
+    data = os.urandom(8 * 1024 * KiB)
+    with BlockdProcess("A", tmp_path / "A", TOKEN) as site:
+        path = cluster(tmp_path, {"A": site.url}, "A", block_size="256KiB", policy="local")
+        async with backend(path) as b:
+            put = await b.put("k", data, WriteOptions())
+            buf = bytearray(len(data) + 3)
+            view = memoryview(buf)
+            info = await b.read_into("k", 100 * KiB + 5, view[: 600 * KiB], if_match=put.etag)
+            assert buf[: 600 * KiB] == data[100 * KiB + 5 : 700 * KiB + 5], "across blocks"
+            assert buf[600 * KiB :] == bytes(len(buf) - 600 * KiB), "nothing past the view"
+            assert (info.size, info.etag) == (len(data), put.etag)
+            tracemalloc.start()
+            try:
+                await b.read_into("k", 0, view[: len(data)], whole=True)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert buf[: len(data)] == data
+            half = len(data) // 2
+            assert peak < half, f"{peak} bytes allocated at most at once"
+            read = dict(b.read_bytes)
+            for offset, size, whole in [(0, len(data) - 1, True), (len(data) - 10, 11, False)]:
+                with pytest.raises(PreconditionFailed, match="the object has 8388608 bytes"):
+                    await b.read_into("k", offset, view[:size], whole=whole)
+            assert b.read_bytes == read, "refused before any block was read"
 
 
 async def test_manifest_writes_need_a_quorum(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import random
+import tracemalloc
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -33,6 +34,7 @@ from synxfer import (
     ConfigError,
     IntegrityError,
     KiB,
+    MiB,
     MultipartUpload,
     NotFound,
     PermissionDenied,
@@ -236,6 +238,62 @@ async def test_read_is_one_request_with_gcs_headers(gcs: GcsFront) -> None:
         [req] = gcs.requests
         assert req.headers["range"] == "bytes=100-149"
         assert req.query["alt"] == ["media"]
+
+
+async def test_read_into_places_each_chunk_once(gcs: GcsFront) -> None:
+    """read_into copies the body into the caller's buffer as it arrives: a
+    range, a whole object, a server that ignores Range, a body cut short, and
+    objects that do not fit the buffer."""
+    async with _backend(gcs.endpoint_url) as b:
+        data = _payload(300_000, seed=5)  # several chunks of the response body
+        put = await b.put("into/obj", data, WriteOptions(), _ck(data))
+        buf = bytearray(len(data) + 7)
+        view = memoryview(buf)
+        info = await b.read_into("into/obj", 1000, view[:200_000], if_match=put.etag)
+        assert buf[:200_000] == data[1000:201_000]
+        assert buf[200_000:] == bytes(len(buf) - 200_000), "nothing written past the view"
+        assert (info.size, info.etag) == (len(data), put.etag)
+        info = await b.read_into("into/obj", 0, view[: len(data)], whole=True)
+        assert buf[: len(data)] == data
+        assert "range" not in gcs.requests[-1].headers, "whole: one unranged GET"
+        assert info.checksums["crc32c"] == _crc(data)
+
+        buf[:] = bytes(len(buf))
+        gcs.faults.append(Fault("GET", r"/o/into%2Fobj", "ignore-range"))
+        await b.read_into("into/obj", 99_999, view[:100_000])
+        assert gcs.faults[-1].hits == 1, "the server ignored Range and sent everything"
+        assert buf[:100_000] == data[99_999:199_999]
+        assert buf[100_000:] == bytes(len(buf) - 100_000)
+
+        gcs.faults.append(Fault("GET", r"/o/into%2Fobj", "cut-body"))
+        with pytest.raises(TransientError):
+            await b.read_into("into/obj", 0, view[:250_000])
+        assert gcs.faults[-1].hits == 1
+
+        with pytest.raises(PreconditionFailed, match="larger"):
+            await b.read_into("into/obj", 0, view[: len(data) - 1], whole=True)
+        with pytest.raises(PreconditionFailed, match="has 300000 bytes"):
+            await b.read_into("into/obj", 0, view[: len(data) + 1], whole=True)
+        with pytest.raises(PreconditionFailed, match="has 300000 bytes"):
+            await b.read_into("into/obj", 250_000, view[:50_001])
+
+
+async def test_read_into_holds_no_copy_of_the_object(emulator: GcsEmulator) -> None:
+    """The body goes chunk by chunk into the buffer: no list of chunks and no
+    joined copy of the object (the default read_into held both, 2x its size).
+    The bare emulator runs in a subprocess, so only the client's memory is traced."""
+    async with _backend(emulator.endpoint_url) as b:
+        data = _payload(4 * MiB, seed=6)
+        await b.put("into/big", data, WriteOptions(), _ck(data))
+        buf = bytearray(len(data))
+        tracemalloc.start()
+        try:
+            await b.read_into("into/big", 0, memoryview(buf), whole=True)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert buf == data
+        assert peak < 1 * MiB, f"{peak} bytes allocated at most at once"
 
 
 async def test_read_on_bare_emulator_asks_for_the_resource(emulator: GcsEmulator) -> None:

@@ -325,8 +325,12 @@ class Fault:
     query. The first ``skip`` matching requests pass; then ``times`` fail.
     ``action``: ``"drop-request"`` closes the connection without forwarding
     the request; ``"drop-response"`` forwards it, then closes the connection
-    without answering (the request took effect, the client cannot know); an
-    int answers with that HTTP status and a GCS error body. Every fault counts
+    without answering (the request took effect, the client cannot know);
+    ``"ignore-range"`` forwards it without its ``Range`` header (a server may
+    ignore Range and answer 200 with the whole object); ``"cut-body"``
+    answers in full but sends only the first half of the body, then closes
+    the connection; an int answers with that HTTP status and a GCS error
+    body. Every fault counts
     every matching request (``seen``), whichever fault handles it.
     """
 
@@ -406,6 +410,7 @@ class _FrontHandler(BaseHTTPRequestHandler):
             len(body),
         )
         front._record(request)
+        fault: Fault | None = None
         try:
             if parts.path == "/token" and self.command == "POST":
                 reply = front._token()
@@ -421,8 +426,12 @@ class _FrontHandler(BaseHTTPRequestHandler):
                 if fault is not None and isinstance(fault.action, int):
                     reply = _error(fault.action, "injected failure", _REASONS.get(fault.action))
                 else:
+                    served = request
+                    if fault is not None and fault.action == "ignore-range":
+                        kept = {k: v for k, v in headers.items() if k != "range"}
+                        served = dataclasses.replace(request, headers=kept)
                     with front.lock:
-                        reply = front._serve(request, parts.query, body)
+                        reply = front._serve(served, parts.query, body)
                     if fault is not None and fault.action == "drop-response":
                         self.close_connection = True
                         return
@@ -434,8 +443,13 @@ class _FrontHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+        if self.command == "HEAD":
+            return
+        if fault is not None and fault.action == "cut-body":
+            self.wfile.write(payload[: len(payload) // 2])
+            self.close_connection = True
+            return
+        self.wfile.write(payload)
 
 
 Reply = tuple[int, list[tuple[str, str]], bytes]

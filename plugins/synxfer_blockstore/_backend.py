@@ -41,6 +41,7 @@ import asyncio
 import bisect
 import contextlib
 import hashlib
+import itertools
 import json
 import random
 import secrets
@@ -635,6 +636,54 @@ class BlockStoreBackend(Backend):
         """Bytes ``[offset, offset+length)`` of ``key``, block by block from the best replicas."""
         if offset < 0 or (length is not None and length < 0):
             raise ValueError(f"offset and length must be >= 0 (got {offset}, {length})")
+        url, info, pieces = await self._pieces(key, offset, length, if_match)
+        chunks = await bounded_map(lambda p: self._fetch(p, url), pieces, self._slots)
+        return ReadResult(b"".join(chunks), info)
+
+    async def read_into(
+        self,
+        key: str,
+        offset: int,
+        buf: memoryview,
+        *,
+        if_match: str | None = None,
+        whole: bool = False,
+    ) -> ObjectInfo:
+        """Bytes ``[offset, offset+len(buf))`` of ``key``, each block copied to
+        its place in ``buf`` as it arrives (no join, no second copy).
+
+        The manifest says the object's size before any block is read, so an
+        object that does not fit ``buf`` (``whole`` or an empty ``buf``: the
+        object's bytes from ``offset`` must fill it exactly) is refused
+        without reading a block.
+        """
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0 (got {offset})")
+        if buf.format != "B" or buf.ndim != 1:
+            buf = buf.cast("B")
+        n = buf.nbytes
+        url, info, pieces = await self._pieces(key, offset, n, if_match)
+        available = max(0, info.size - offset)
+        if available < n or ((whole or n == 0) and available != n):
+            raise PreconditionFailed(
+                f"expected {n} bytes at offset {offset}, but the object has {info.size} bytes",
+                url=url,
+            )
+        starts = itertools.accumulate((end - start for _, start, end in pieces), initial=0)
+
+        async def place(item: tuple[int, tuple[BlockRef, int, int]]) -> None:
+            at, piece = item
+            data = await self._fetch(piece, url)
+            buf[at : at + len(data)] = data
+
+        await bounded_map(place, zip(starts, pieces, strict=False), self._slots)
+        return info
+
+    async def _pieces(
+        self, key: str, offset: int, length: int | None, if_match: str | None
+    ) -> tuple[str, ObjectInfo, list[tuple[BlockRef, int, int]]]:
+        """The object's URL and info, and the block ranges (block, start, end)
+        that hold its bytes ``[offset, offset+length)``."""
         key = self._key(key)
         url = self.url(key)
         m = await self._read_manifest(key)
@@ -646,17 +695,16 @@ class BlockStoreBackend(Backend):
                 status=412,
             )
         end = m.size if length is None else min(m.size, offset + length)
+        pieces: list[tuple[BlockRef, int, int]] = []
         if offset >= end:
-            return ReadResult(b"", info)
+            return url, info, pieces
         offsets = m.offsets()
         index = bisect.bisect_right(offsets, offset) - 1
-        pieces: list[tuple[BlockRef, int, int]] = []
         while index < len(m.blocks) and offsets[index] < end:
             ref, base = m.blocks[index], offsets[index]
             pieces.append((ref, max(offset, base) - base, min(end, base + ref.size) - base))
             index += 1
-        chunks = await bounded_map(lambda p: self._fetch(p, url), pieces, self._slots)
-        return ReadResult(b"".join(chunks), info)
+        return url, info, pieces
 
     async def put(
         self,
