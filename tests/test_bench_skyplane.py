@@ -211,6 +211,29 @@ def test_cost_survives_results_json(tmp_path: Path) -> None:
     assert data["results"][1]["cost"]["wire_source"] == "measured"
 
 
+def test_a_copy_within_one_service_pays_no_egress_in_older_results() -> None:
+    """Results written before rows recorded ``within_service``: the scenario's
+    definition (a copy to the second bucket) says the copy stayed inside."""
+    report = _cost_report(10**9)
+    row = "s3-to-s3-cross-bucket"
+    report.result.rows.append(
+        {"name": row, "files": 60, "bytes": 10**9, "geometry": "60x16MiB",
+         "published": "1024x64MiB", "published_bytes": 10 * 10**9, "data": "random",
+         "case": "copy", "compression_ratio_zlib6": 1.0}
+    )  # fmt: skip
+    m = Measurement("synxfer", row, "copy", 60, 10**9, 10.0, 5.0, 1.0)
+    m.verified = True
+    report.result.measurements.append(m)
+    c = report.costs(m)
+    assert (c["wire_bytes"], c["wire_source"]) == (0, "server-side")
+    assert c["as_sent"]["egress_usd"] == 0  # type: ignore[index]
+    line = next(ln for ln in report.markdown().splitlines() if "| copy | synxfer |" in ln)
+    assert "0 (server-side)" in line
+    # A copy that leaves the service (another cloud) pays for its bytes.
+    report.result.rows[-1]["within_service"] = False
+    assert report.costs(m)["as_sent"]["egress_usd"] == pytest.approx(0.09)  # type: ignore[index]
+
+
 # --------------------------------------------------------------------------- end to end
 
 
@@ -233,6 +256,13 @@ def test_skyplane_text_and_cross_bucket_copy_end_to_end(tmp_path: Path) -> None:
     copy = by[("s3-to-s3-cross-bucket", "synxfer", "copy")]
     assert copy["ok"]
     assert copy["verified"]
+    # Server-side within one service: no egress billed, the instance's time still is.
+    assert copy["cost"]["wire_source"] == "server-side"
+    assert copy["cost"]["as_sent"]["egress_usd"] == 0
+    assert copy["cost"]["as_sent"]["instance_usd"] > 0
+    rows = {r["name"]: r for r in report["rows"]}
+    assert rows["s3-to-s3-cross-bucket"]["within_service"] is True
+    assert rows["text-16MiB-shards"]["within_service"] is False
     assert ("s3-to-s3-cross-bucket", "synxfer-zstd", "copy") not in by
     assert any("synxfer-zstd: skipped s3-to-s3-cross-bucket copy" in n for n in report["notes"])
     assert any("second bucket" in n for n in report["notes"])

@@ -843,6 +843,8 @@ class _Runner:
                     "published_bytes": row.published_bytes or row.total_bytes,
                     "data": row.data,
                     "case": row.case,
+                    "within_service": row.case == "copy"
+                    and row.copy_to.startswith(f"{self.target.scheme}://"),
                     "sweep": list(row.sweep),
                     "directions": list(_directions(plan.scenario, row)),
                     "compression_ratio_zlib6": round(ratio, 4),

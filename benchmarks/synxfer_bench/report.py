@@ -18,7 +18,7 @@ from synxfer import __version__
 
 from .resources import report_section
 from .runner import Measurement
-from .scenarios import human_size
+from .scenarios import SECOND_BUCKET, human_size
 from .scenarios import row_label as scenario_row_label
 
 if TYPE_CHECKING:
@@ -446,13 +446,32 @@ class ScenarioReport:
         ]
         return round(statistics.median(values)) if values else None
 
+    def within_service(self, row: str) -> bool:
+        """The row copies between two buckets of the target's own service.
+
+        Such a copy is server-side: its bytes never leave the service, so
+        Skyplane's model bills them no egress. Runs record it per row
+        (``within_service``); for results written before they did, the
+        scenario's definition says it (a copy to :data:`SECOND_BUCKET`).
+        """
+        info = self._row_info(row)
+        if "within_service" in info:
+            return bool(info["within_service"])
+        if info.get("case") != "copy":
+            return False
+        rows = {r.name: r for r in self.result.plan.scenario.rows}
+        return row in rows and rows[row].copy_to.startswith(SECOND_BUCKET)
+
     def wire(self, m: Measurement) -> tuple[int, str]:
         """Bytes that crossed the wire for ``m``, and where the figure comes from.
 
         A compressing tool's are the stored size of its objects, listed after
         the upload (``"measured"``); every other tool sends the files as they
-        are (``"as sent"``).
+        are (``"as sent"``); a copy between two buckets of one service sends
+        none out of it (``"server-side"``).
         """
+        if self.within_service(m.row):
+            return 0, "server-side"
         stored = self.stored_bytes(m)
         if self.compresses(m.tool) and stored is not None:
             return stored, "measured"
@@ -988,9 +1007,10 @@ class ScenarioReport:
             "column is an **estimate**, for tools that do not compress, on text rows only: "
             "what the run would cost if the tool sent zlib-6-compressed bytes (zlib level 6 "
             "over a sample of the row's data). *Projected* scales bytes and time back to the "
-            "seed's row size at the measured rate and wire ratio. A server-side copy's bytes stay "
-            "inside the service (between buckets of one region Skyplane's model charges no "
-            "egress); the table charges them as if they crossed. Prices: `--egress-price`, "
+            "seed's row size at the measured rate and wire ratio. A copy between two buckets of "
+            "one service is server-side: its bytes stay inside the service, and Skyplane's "
+            "model charges them no egress (0 bytes on the wire, *server-side*; the instance's "
+            "time is still paid). Prices: `--egress-price`, "
             "`--instance-price` or `--prices FILE`.",
             "",
         ]
@@ -1023,7 +1043,11 @@ class ScenarioReport:
                     m.direction,
                     m.tool,
                     human_size(int(c["wire_bytes"])),  # type: ignore[call-overload]
-                    f"{ratio:.3f} (measured)" if measured else "1 (not compressed)",
+                    f"{ratio:.3f} (measured)"
+                    if measured
+                    else "0 (server-side)"
+                    if c["wire_source"] == "server-side"
+                    else "1 (not compressed)",
                     f"{sent['egress_usd']:.6f}",
                     f"{sent['instance_usd']:.6f}",
                     f"{sent['total_usd']:.6f}",
