@@ -123,10 +123,10 @@ def test_the_cli_says_endpoint_url_for_scp(tmp_path: Path, s3_endpoint: str) -> 
 def test_s3_messages_name_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore.exceptions import ProfileNotFound
 
+    from synxfer.backend import HttpResponse
     from synxfer_s3 import S3Backend, map_error
     from synxfer_s3._classify import CREDENTIALS_HINT
     from synxfer_s3._credentials import Credentials, StaticCredentials
-    from synxfer_s3._protocol import HttpResponse
     from synxfer_s3._signed import SignedClient
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)

@@ -1,4 +1,4 @@
-"""The S3 data plane's HTTP/1.1 client (``synxfer_s3._http``) on raw servers.
+"""The SDK's HTTP/1.1 client (``synxfer.backend.HttpClient``, the S3 data path's) on raw servers.
 
 asyncio servers on 127.0.0.1 answer exactly what each test needs:
 chunked and read-until-close bodies, interim answers, connections that die
@@ -22,6 +22,8 @@ import pytest
 
 from synxfer.backend import (
     BackendError,
+    HttpClient,
+    HttpResponse,
     MiB,
     TransientError,
 )
@@ -29,7 +31,6 @@ from synxfer_s3._credentials import (
     Credentials,
     StaticCredentials,
 )
-from synxfer_s3._http import HttpClient, HttpResponse
 from synxfer_s3._wire import S3Wire, s3_code
 
 # -- the HTTP client against raw servers ---------------------------------------------------

@@ -20,10 +20,16 @@ from typing import Any
 
 import pytest
 
-from synxfer.backend import BackendOptions, ConfigError, MiB, TransientError
+from synxfer.backend import (
+    BackendOptions,
+    ConfigError,
+    HttpClient,
+    HttpResponse,
+    MiB,
+    TransientError,
+)
+from synxfer.backend._protocol import OFFLOAD_MIN, Connection
 from synxfer_s3 import S3Backend
-from synxfer_s3._http import HttpClient, HttpResponse
-from synxfer_s3._protocol import OFFLOAD_MIN, Connection
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -25,6 +25,8 @@ import pytest
 
 from synxfer.backend import (
     ConfigError,
+    HttpClient,
+    HttpResponse,
     PermissionDenied,
 )
 from synxfer_s3._credentials import (
@@ -34,7 +36,6 @@ from synxfer_s3._credentials import (
     resolve_credentials,
     resolve_region,
 )
-from synxfer_s3._http import HttpClient, HttpResponse
 from synxfer_s3._sigv4 import SigV4Signer, canonical_query, quote_path
 from synxfer_s3._wire import S3Wire
 from synxfer_s3._xml import (

@@ -4,7 +4,7 @@ Design choices, briefly:
 
 * **Our own data plane.** Every request is signed here (SigV4,
   ``UNSIGNED-PAYLOAD``) and sent on our own HTTP/1.1 pool
-  (:mod:`._http`), whose GETs receive straight into the caller's buffer
+  (:class:`synxfer.backend.HttpClient`), whose GETs receive straight into the caller's buffer
   (:meth:`S3Backend.read_into`). See ``docs/decisions/0007-own-s3-data-plane.md``.
   botocore is imported only when the environment does not hold the
   credentials (profiles, SSO, instance metadata...) or the region, and then
@@ -60,6 +60,7 @@ from synxfer.backend import (
     Backend,
     BackendError,
     BackendOptions,
+    BodyTooLarge,
     BucketNotFound,
     Capabilities,
     Checksum,
@@ -85,7 +86,6 @@ from ._classify import bucket_not_found, classify
 from ._copy import copy_object
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
 from ._headers import result_checksums
-from ._http import BodyTooLarge
 from ._parts import PartSums, crc32c_b64, multipart_etag
 from ._wire import S3Wire, s3_code
 

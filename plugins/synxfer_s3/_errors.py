@@ -1,7 +1,7 @@
 """Translation of foreign exceptions (botocore, aiohttp, OS) into synxfer's tree.
 
 The S3 data path no longer raises foreign exceptions: :mod:`._wire` and
-:mod:`._http` map every answer and network failure themselves, with the
+:class:`synxfer.backend.HttpClient` map every answer and network failure themselves, with the
 tables of :mod:`._classify`. :func:`map_error` remains for code that drives
 botocore directly (the credential chain, tools built on this plugin) and
 for anything that slips through.

@@ -2,7 +2,7 @@
 
 :class:`SignedClient` turns ``(operation, method, bucket, key, query,
 headers, body)`` into a signed request on the pooled HTTP/1.1 client of
-:mod:`._http`, and an error answer into synxfer's exception tree with the
+:class:`synxfer.backend.HttpClient`, and an error answer into synxfer's exception tree with the
 tables of :mod:`._classify`: missing objects and uploads ->
 :class:`~synxfer.NotFound`, missing buckets -> :class:`~synxfer.BucketNotFound`,
 refused or badly signed requests and a skewed clock ->
@@ -38,11 +38,17 @@ from collections.abc import Callable, Iterable
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from synxfer.backend import BackendError, BucketNotFound, ConfigError
+from synxfer.backend import (
+    BackendError,
+    Body,
+    BucketNotFound,
+    ConfigError,
+    HttpClient,
+    HttpResponse,
+)
 
 from ._classify import bucket_not_found, classify, error_text
 from ._credentials import CredentialSource
-from ._http import Body, HttpClient, HttpResponse
 from ._sigv4 import SigV4Signer, amz_date, canonical_query, host_header, quote_path
 from ._xml import XmlError, error_in_ok_body, parse_error
 
@@ -91,7 +97,7 @@ class SignedClient:
     ``anonymous``: send requests unsigned (``credentials`` is never asked);
     ``request_payer``: the ``x-amz-request-payer`` of every request;
     ``recv_threads``: receive large ``http`` bodies in worker threads (see
-    :class:`~._protocol.BodyReceiver`).
+    :class:`synxfer.backend._protocol.BodyReceiver`).
     """
 
     def __init__(

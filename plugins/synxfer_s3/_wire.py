@@ -1,7 +1,7 @@
 """S3Wire: the S3 requests synxfer's data path sends, signed and parsed here.
 
 Built on :mod:`._signed` (addressing, signing, sending, error answers),
-:mod:`._http` (the connection pool and receive-into), :mod:`._xml` (bodies),
+:class:`synxfer.backend.HttpClient` (the connection pool and receive-into), :mod:`._xml` (bodies),
 :mod:`._headers` (ETags, checksums, object info) and :mod:`._credentials`.
 No botocore on this path: a request costs a URL, a dict of headers, one
 signature and one HTTP exchange.
@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from synxfer.backend import (
     BackendError,
+    Body,
     BucketNotFound,
+    HttpResponse,
     ObjectInfo,
     PartInfo,
     TransientError,
@@ -36,7 +38,6 @@ from ._headers import (
     quote_etag,
     unquote_etag,
 )
-from ._http import Body, HttpResponse
 from ._signed import Addressing, SignedClient, s3_code
 from ._xml import (
     CompleteResult,

@@ -35,9 +35,11 @@ options and capabilities it offers the values a backend returns, the
 exception tree, the registry of schemes, and helpers: asyncio
 (:func:`to_thread_holding`, :func:`bounded_map`, :func:`first_error`,
 :func:`shielded`) and option parsing (:func:`option_bool`,
-:func:`option_int`, :func:`option_float`), and :func:`check_write_options`
+:func:`option_int`, :func:`option_float`), :func:`check_write_options`
 (what a client asks before writing with :class:`WriteOptions`: every option
-set must be in ``Capabilities.write_options``).
+set must be in ``Capabilities.write_options``), and :class:`HttpClient`, a
+pooled HTTP/1.1 client whose GETs receive a body straight into the
+caller's buffer (the S3 data path; GCS media reads).
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ from ._base import (
     ChecksumAlgorithm,
     Payload,
 )
+from ._http import Body, BodyTooLarge, HttpClient
 from ._options import option_bool, option_float, option_int
+from ._protocol import HttpResponse
 from ._registry import available_schemes, open_backend, register, resolve
 from ._requests import UNLIMITED, RequestLimiter
 
@@ -95,6 +99,8 @@ __all__ = [
     "BackendError",
     "BackendFactory",
     "BackendOptions",
+    "Body",
+    "BodyTooLarge",
     "BucketNotFound",
     "Capabilities",
     "Checksum",
@@ -102,6 +108,8 @@ __all__ = [
     "CompletedPart",
     "ConfigError",
     "GiB",
+    "HttpClient",
+    "HttpResponse",
     "IntegrityError",
     "InvalidURL",
     "KiB",

@@ -1,4 +1,4 @@
-"""A minimal asyncio HTTP/1.1 client for the S3 data path.
+"""A minimal asyncio HTTP/1.1 client: the S3 data path, GCS media reads, any plugin's.
 
 Why not aiohttp: see ``docs/decisions/0007-own-s3-data-plane.md``. In short,
 aiohttp receives every chunk as a fresh ``bytes`` (``data_received``) that a
@@ -49,8 +49,7 @@ import time
 from collections.abc import Mapping
 from typing import Final
 
-from synxfer.backend import BackendError, ConfigError, TransientError
-
+from .._exceptions import BackendError, ConfigError, TransientError
 from ._protocol import BodyReceiver, Connection, Dropped, HttpResponse, Malformed, TooLarge
 
 __all__ = ["Body", "BodyTooLarge", "HttpClient", "HttpResponse"]

@@ -1,4 +1,4 @@
-r"""One HTTP/1.1 connection of the S3 data path: an :class:`asyncio.BufferedProtocol`.
+r"""One HTTP/1.1 connection of the SDK's :class:`~synxfer.backend.HttpClient`: a BufferedProtocol.
 
 :class:`Connection` parses answers in place -- status line, headers, then
 the body: with ``Content-Length`` received *directly* into a caller-given
