@@ -240,10 +240,10 @@ async def test_read_is_one_request_with_gcs_headers(gcs: GcsFront) -> None:
         assert req.query["alt"] == ["media"]
 
 
-async def test_read_into_places_each_chunk_once(gcs: GcsFront) -> None:
-    """read_into copies the body into the caller's buffer as it arrives: a
-    range, a whole object, a server that ignores Range, a body cut short, and
-    objects that do not fit the buffer."""
+async def test_read_into_takes_what_the_server_sends(gcs: GcsFront) -> None:
+    """read_into receives the body into the caller's buffer: a range, a whole
+    object, a server that ignores Range, a body cut short, and objects that
+    do not fit the buffer."""
     async with _backend(gcs.endpoint_url) as b:
         data = _payload(300_000, seed=5)  # several chunks of the response body
         put = await b.put("into/obj", data, WriteOptions(), _ck(data))
@@ -279,9 +279,9 @@ async def test_read_into_places_each_chunk_once(gcs: GcsFront) -> None:
 
 
 async def test_read_into_holds_no_copy_of_the_object(emulator: GcsEmulator) -> None:
-    """The body goes chunk by chunk into the buffer: no list of chunks and no
-    joined copy of the object (the default read_into held both, 2x its size).
-    The bare emulator runs in a subprocess, so only the client's memory is traced."""
+    """The body goes from the socket into the buffer: no chunks, no joined copy
+    of the object (the default read_into held both, 2x its size). The bare
+    emulator runs in a subprocess, so only the client's memory is traced."""
     async with _backend(emulator.endpoint_url) as b:
         data = _payload(4 * MiB, seed=6)
         await b.put("into/big", data, WriteOptions(), _ck(data))
@@ -643,6 +643,20 @@ async def test_credentials_file_token_is_fetched_once_and_refreshed_on_401(
             assert "ya29" not in str(info.value)
             assert (await b.stat("k0")).size == 1
             assert gcs.token_requests - before == 2
+
+            # Media reads (read_into, on the SDK's HttpClient) carry the token
+            # and take part in refreshes the same way.
+            buf = bytearray(1)
+            await b.read_into("k0", 0, memoryview(buf), whole=True)
+            assert buf == b"x"
+            assert gcs.requests[-1].headers["authorization"] == "Bearer ya29.second-token"
+            gcs.token = gcs.require_token = "ya29.third-token"
+            with pytest.raises(TransientError, match="401") as info:
+                await b.read_into("k0", 0, memoryview(buf), whole=True)
+            assert "ya29" not in str(info.value)
+            await b.read_into("k0", 0, memoryview(buf), whole=True)
+            assert gcs.token_requests - before == 3
+            assert gcs.requests[-1].headers["authorization"] == "Bearer ya29.third-token"
 
             # A freshly refreshed token refused: the credentials are the problem.
             gcs.require_token = "ya29.something-else"

@@ -49,9 +49,9 @@ uploads as parallel composite uploads), :mod:`synxfer_gcs._errors` and
   second request for the object resource, made *after* the media GET: if
   that resource's generation equals ``if_match``, the bytes were of that
   generation too (generations only grow), so the precondition holds exactly
-  even where the server ignores ``ifGenerationMatch``. ``read_into`` copies
-  each chunk of the body once, straight into the engine's buffer (no list of
-  chunks, no join).
+  even where the server ignores ``ifGenerationMatch``. ``read_into`` (the
+  engine's downloads) receives the body straight into the engine's buffer,
+  on the SDK's :class:`~synxfer.backend.HttpClient` rather than httpx.
 * **Large objects: parallel composite upload** (:mod:`synxfer_gcs._compose`),
   hence ``max_parts=1024``.
 * **The hidden prefix** (default ``.synxfer-composite/``, option
@@ -83,6 +83,7 @@ from synxfer.backend import (
     Backend,
     BackendError,
     BackendOptions,
+    BodyTooLarge,
     BucketNotFound,
     Capabilities,
     Checksum,
@@ -321,7 +322,7 @@ class GcsBackend(Backend):
         finally:
             await response.aclose()
 
-        size = self._whole_size(response, key, len(data), ranged)
+        size = self._whole_size(response.status_code, response.headers, key, len(data), ranged)
         if response.status_code == 200 and ranged:
             # The server ignored Range (HTTP allows it) and sent everything.
             data = data[offset : None if length is None else offset + length]
@@ -335,7 +336,7 @@ class GcsBackend(Backend):
                 else f"server sent {len(data)} bytes for a {expected}-byte range",
                 url=self.url(key),
             )
-        return ReadResult(data, await self._media_info(response, key, size, if_match))
+        return ReadResult(data, await self._media_info(response.headers, key, size, if_match))
 
     async def read_into(
         self,
@@ -346,57 +347,71 @@ class GcsBackend(Backend):
         if_match: str | None = None,
         whole: bool = False,
     ) -> ObjectInfo:
-        """Bytes ``[offset, offset+len(buf))`` copied into ``buf`` as they arrive.
+        """Receive bytes ``[offset, offset+len(buf))`` straight into ``buf``.
 
-        Each chunk httpx hands over is copied once, straight to its place:
-        no list of chunks, no join, no second copy (the default ``read_into``
-        made all three). ``whole`` or an empty ``buf`` reads without a length
-        (an unranged GET at offset 0), and the object must then fit ``buf``
-        exactly.
+        One media GET on the SDK's :class:`~synxfer.backend.HttpClient`
+        (:meth:`GcsHttp.media_into`): the body goes from the socket into
+        ``buf``, with no chunk objects, no join and no copy in Python.
+        ``whole`` or an empty ``buf`` reads without a length (an unranged
+        GET at offset 0), and the object must then fit ``buf`` exactly.
         """
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
         n = buf.nbytes
         length = None if n == 0 or (whole and offset == 0) else n
-        opened = await self._open_media(key, offset, length, if_match)
-        if isinstance(opened, ObjectInfo):  # nothing at `offset`
+        self._check_read(offset, length, if_match, key)
+        params = {"alt": "media"}
+        if if_match is not None:
+            params["ifGenerationMatch"] = if_match
+        # As in read(): the stored bytes as they are, never decoded.
+        headers = {"accept-encoding": "gzip"}
+        ranged = offset > 0 or length is not None
+        if ranged:
+            last = "" if length is None else str(offset + length - 1)
+            headers["range"] = f"bytes={offset}-{last}"
+        try:
+            response = await self.http.media_into(
+                key, params, headers, buf, sink_status=206 if ranged else 200
+            )
+        except BodyTooLarge:
+            raise PreconditionFailed(
+                f"expected {n} bytes at offset {offset}, but the object is larger",
+                url=self.url(key),
+            ) from None
+        status = response.status
+        if status == 416:
+            # Nothing at `offset`: fine at (or past) the end of the object.
+            info = await self._stat(key, if_match)
+            if offset < info.size:
+                raise TransientError(
+                    f"range {offset}- refused but the object has {info.size} bytes "
+                    "(it changed during the read)",
+                    url=self.url(key),
+                    status=416,
+                )
             if n:
                 raise PreconditionFailed(
-                    f"expected {n} bytes at offset {offset}, but the object has "
-                    f"{opened.size} bytes",
+                    f"expected {n} bytes at offset {offset}, but the object has {info.size} bytes",
                     url=self.url(key),
                 )
-            return opened
-        response, ranged = opened
-        # Where buf's first byte is in the body: past `offset` when the server
-        # ignored Range (HTTP allows it) and sent the whole object.
-        start = offset if response.status_code == 200 and ranged else 0
-        received = placed = 0
-        try:
-            async for chunk in response.aiter_raw():
-                skip = max(start - received, 0)
-                received += len(chunk)
-                take = len(chunk) - skip
-                if take <= 0:
-                    continue
-                if placed + take > n:
-                    if not start:
-                        raise PreconditionFailed(
-                            f"expected {n} bytes at offset {offset}, but the object is larger",
-                            url=self.url(key),
-                        )
-                    take = n - placed  # the rest of a whole object sent for a range
-                if take:
-                    buf[placed : placed + take] = (
-                        chunk if take == len(chunk) else memoryview(chunk)[skip : skip + take]
-                    )
-                    placed += take
-        except FOREIGN_ERRORS as exc:
-            raise map_error(exc, url=self.url(key)) from exc
-        finally:
-            await response.aclose()
-
-        size = self._whole_size(response, key, received, ranged)
+            return info
+        if status not in (200, 206):
+            await self.http.raise_for(status, bytes(response.body), key=key, what="read")
+        received = placed = response.length
+        if response.body:
+            # Not received into buf: a 200 to a ranged GET (the server ignored
+            # Range, as HTTP allows, and sent everything), or a body without a
+            # Content-Length (chunked, or until the connection closed).
+            start = offset if status == 200 and ranged else 0
+            if not start and received > n:
+                raise PreconditionFailed(
+                    f"expected {n} bytes at offset {offset}, but the object is larger",
+                    url=self.url(key),
+                )
+            window = memoryview(response.body)[start : start + n]
+            placed = len(window)
+            buf[:placed] = window
+        size = self._whole_size(status, response.headers, key, received, ranged)
         available = max(0, size - offset)
         if placed < min(n, available):
             raise TransientError(
@@ -408,7 +423,7 @@ class GcsBackend(Backend):
                 f"expected {n} bytes at offset {offset}, but the object has {size} bytes",
                 url=self.url(key),
             )
-        return await self._media_info(response, key, size, if_match)
+        return await self._media_info(httpx.Headers(response.headers), key, size, if_match)
 
     def _check_read(self, offset: int, length: int | None, if_match: str | None, key: str) -> None:
         if offset < 0 or (length is not None and length < 0):
@@ -456,10 +471,10 @@ class GcsBackend(Backend):
         return response, ranged
 
     async def _media_info(
-        self, response: httpx.Response, key: str, size: int, if_match: str | None
+        self, headers: httpx.Headers, key: str, size: int, if_match: str | None
     ) -> ObjectInfo:
         """The object's info for a media response whose bytes were read."""
-        from_headers = info_from_headers(key, response.headers, size)
+        from_headers = info_from_headers(key, headers, size)
         if from_headers is not None:
             return from_headers
         # No x-goog-generation / x-goog-hash (an emulator): ask for the
@@ -473,18 +488,20 @@ class GcsBackend(Backend):
             )
         return info
 
-    def _whole_size(self, response: httpx.Response, key: str, received: int, ranged: bool) -> int:
-        content_range = response.headers.get("content-range")
-        if response.status_code == 206 and content_range:
+    def _whole_size(
+        self, status: int, headers: Mapping[str, str], key: str, received: int, ranged: bool
+    ) -> int:
+        content_range = headers.get("content-range")
+        if status == 206 and content_range:
             m = _CONTENT_RANGE.match(content_range.strip())
             if m is None or m.group(2) == "*":
                 raise BackendError(
                     f"unparseable Content-Range {content_range!r}", url=self.url(key)
                 )
             return int(m.group(2))
-        if response.status_code == 206:
+        if status == 206:
             raise BackendError("partial content without a Content-Range", url=self.url(key))
-        stored = response.headers.get("x-goog-stored-content-length")
+        stored = headers.get("x-goog-stored-content-length")
         if not ranged and stored and stored.isdigit() and int(stored) != received:
             raise TransientError(
                 f"got {received} bytes of a {stored}-byte object", url=self.url(key)

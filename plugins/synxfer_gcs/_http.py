@@ -11,6 +11,12 @@
   used anonymously too; ``options.extra["anonymous"]`` overrides that guess.
   A token the server refuses (401) is refreshed once (see
   :mod:`synxfer_gcs._auth`).
+* **Media GETs into the engine's buffer** (:meth:`GcsHttp.media_into`) go
+  through the SDK's :class:`~synxfer.backend.HttpClient` instead: its
+  connections receive a body straight into the caller's buffer, where
+  httpx hands over 32-64 KiB chunks, each through httpx, httpcore, h11 and
+  anyio (about 2 CPU s per GiB). Same endpoint, credentials and timeouts;
+  a pool of its own.
 * **Errors are mapped here** (:mod:`synxfer_gcs._errors`): no httpx or
   google-auth exception escapes. A bodyless 404 (emulators) is told apart
   from a missing bucket by one bucket GET, whose answer is cached.
@@ -24,7 +30,7 @@ import os
 from collections.abc import AsyncIterable, Callable, Mapping
 from ipaddress import ip_address
 from typing import Any, NoReturn
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
@@ -32,6 +38,8 @@ from synxfer.backend import (
     BackendOptions,
     BucketNotFound,
     ConfigError,
+    HttpClient,
+    HttpResponse,
     NotFound,
     TransientError,
     option_bool,
@@ -99,6 +107,13 @@ class GcsHttp:
         self.endpoint_url, self.anonymous = resolve_endpoint(options)
         self.credentials_file = options.extra.get("credentials_file") or None
         self._client: httpx.AsyncClient | None = None
+        self._media: HttpClient | None = None
+        parts = urlsplit(self.endpoint_url)
+        self._scheme = parts.scheme
+        self._host = parts.netloc
+        self._hostname = parts.hostname or ""
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._prefix = parts.path
         self._auth: GoogleAuth | None = None
         self._bucket_exists = False
         self._b = quote(bucket, safe="")
@@ -128,10 +143,18 @@ class GcsHttp:
             headers={"User-Agent": "synxfer-gcs"},
             follow_redirects=False,
         )
+        self._media = HttpClient(
+            max_connections=n,
+            connect_timeout=self.options.connect_timeout,
+            read_timeout=self.options.read_timeout,
+        )
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
+        media, self._media = self._media, None
         auth, self._auth = self._auth, None
+        if media is not None:
+            await media.aclose()
         if client is not None:
             with contextlib.suppress(*FOREIGN_ERRORS):
                 await client.aclose()
@@ -180,33 +203,88 @@ class GcsHttp:
         """One request; transport and credential errors mapped; any status returned."""
         client = self.client
         hdrs = dict(headers or {})
-        token_id: int | None = None
+        credentials, token_id = await self._credentials(key)
+        hdrs.update(credentials)
         try:
-            if self._auth is not None:
-                auth_headers, token_id = await self._auth.headers()
-                hdrs.update(auth_headers)
             request = client.build_request(
                 method, url, params=params, headers=hdrs, content=content, json=json_body
             )
             response = await client.send(request, stream=stream)
         except FOREIGN_ERRORS as exc:
             raise map_error(exc, url=self.url(key)) from exc
+        refused = self._judge_token(token_id, response.status_code, key)
+        if refused is not None:
+            await response.aclose()
+            raise refused
+        return response
+
+    async def media_into(
+        self,
+        key: str,
+        params: Mapping[str, str],
+        headers: Mapping[str, str],
+        sink: memoryview,
+        sink_status: int,
+    ) -> HttpResponse:
+        """``GET`` of ``key``'s media on the SDK's :class:`~synxfer.backend.HttpClient`.
+
+        An answer with status ``sink_status`` and a ``Content-Length`` goes
+        straight into ``sink`` (``response.length`` says how much came; one
+        larger than ``sink`` raises BodyTooLarge); any other stays in
+        ``response.body``. Credentials as :meth:`request`; errors mapped;
+        any status returned (see :meth:`raise_for`).
+        """
+        media = self._media
+        if media is None:
+            raise RuntimeError(
+                f"<GcsBackend {self.url('')}> is not open: use 'async with' or await open() first"
+            )
+        hdrs = {"host": self._host, "user-agent": "synxfer-gcs", **headers}
+        credentials, token_id = await self._credentials(key)
+        hdrs.update(credentials)
+        target = f"{self._prefix}{self.object_path(key)}?{urlencode(params)}"
+        response = await media.request(
+            "GET",
+            self._scheme,
+            self._hostname,
+            self._port,
+            target,
+            hdrs,
+            sink=sink,
+            sink_status=sink_status,
+            label=self.url(key),
+        )
+        refused = self._judge_token(token_id, response.status, key)
+        if refused is not None:
+            raise refused
+        return response
+
+    async def _credentials(self, key: str) -> tuple[dict[str, str], int | None]:
+        """The ``Authorization`` header to send (none when anonymous) and its token's id."""
+        if self._auth is None:
+            return {}, None
+        try:
+            return await self._auth.headers()
+        except FOREIGN_ERRORS as exc:
+            raise map_error(exc, url=self.url(key)) from exc
+
+    def _judge_token(self, token_id: int | None, status: int, key: str) -> TransientError | None:
+        """Tell the credentials how their token fared; the error to raise if it was refused."""
         auth = self._auth
         if auth is None or token_id is None:
-            return response
-        if response.status_code != 401:
+            return None
+        if status != 401:
             auth.accepted(token_id)
         elif auth.rejected(token_id):
             # A refused token is refreshed once (and the call retried by the
             # RetryLayer); a fresh token refused means the credentials are bad.
-            await response.aclose()
-            raise TransientError(
+            return TransientError(
                 "the server rejected the access token (HTTP 401); it is refreshed "
                 "before the next attempt",
                 url=self.url(key),
                 status=401,
             )
-        return response
+        return None
 
     async def call(
         self,
@@ -243,9 +321,11 @@ class GcsHttp:
             body = b""
         finally:
             await response.aclose()
-        exc = error_for_status(
-            response.status_code, body, url=self.url(key), bucket=self.bucket, what=what
-        )
+        await self.raise_for(response.status_code, body, key=key, what=what)
+
+    async def raise_for(self, status: int, body: bytes, *, key: str, what: str) -> NoReturn:
+        """Raise the synxfer error for a failed answer's status and body."""
+        exc = error_for_status(status, body, url=self.url(key), bucket=self.bucket, what=what)
         if type(exc) is NotFound and not error_details(body)[1]:
             # A bodyless 404 (emulators): is it the bucket that is missing?
             await self.raise_if_no_bucket(key)
