@@ -359,16 +359,7 @@ class GcsBackend(Backend):
             buf = buf.cast("B")
         n = buf.nbytes
         length = None if n == 0 or (whole and offset == 0) else n
-        self._check_read(offset, length, if_match, key)
-        params = {"alt": "media"}
-        if if_match is not None:
-            params["ifGenerationMatch"] = if_match
-        # As in read(): the stored bytes as they are, never decoded.
-        headers = {"accept-encoding": "gzip"}
-        ranged = offset > 0 or length is not None
-        if ranged:
-            last = "" if length is None else str(offset + length - 1)
-            headers["range"] = f"bytes={offset}-{last}"
+        params, headers, ranged = self._media_request(key, offset, length, if_match)
         try:
             response = await self.http.media_into(
                 key, params, headers, buf, sink_status=206 if ranged else 200
@@ -380,15 +371,7 @@ class GcsBackend(Backend):
             ) from None
         status = response.status
         if status == 416:
-            # Nothing at `offset`: fine at (or past) the end of the object.
-            info = await self._stat(key, if_match)
-            if offset < info.size:
-                raise TransientError(
-                    f"range {offset}- refused but the object has {info.size} bytes "
-                    "(it changed during the read)",
-                    url=self.url(key),
-                    status=416,
-                )
+            info = await self._past_the_end(key, offset, if_match)
             if n:
                 raise PreconditionFailed(
                     f"expected {n} bytes at offset {offset}, but the object has {info.size} bytes",
@@ -439,6 +422,22 @@ class GcsBackend(Backend):
         """``GET ?alt=media`` for ``[offset, offset+length)``: the streamed
         response (200 or 206) and whether a Range was sent; or, when nothing is
         at ``offset`` (416 at or past the end), the object's info."""
+        params, headers, ranged = self._media_request(key, offset, length, if_match)
+        response = await self.http.request(
+            "GET", self.http.object_path(key), key=key, params=params, headers=headers, stream=True
+        )
+        if response.status_code == 416:
+            await response.aclose()
+            return await self._past_the_end(key, offset, if_match)
+        if response.status_code not in (200, 206):
+            await self.http.fail(response, key=key, what="read")
+        return response, ranged
+
+    def _media_request(
+        self, key: str, offset: int, length: int | None, if_match: str | None
+    ) -> tuple[dict[str, str], dict[str, str], bool]:
+        """Query, headers and whether a Range is sent, for a media GET of
+        ``[offset, offset+length)`` (``length`` None: to the end)."""
         self._check_read(offset, length, if_match, key)
         params = {"alt": "media"}
         if if_match is not None:
@@ -446,29 +445,26 @@ class GcsBackend(Backend):
         # The stored bytes as they are: with gzip accepted, GCS does not
         # decompress objects stored with Content-Encoding: gzip (and honours
         # Range for them); the raw stream is read without decoding.
-        headers = {"Accept-Encoding": "gzip"}
+        headers = {"accept-encoding": "gzip"}
         ranged = offset > 0 or length is not None
         if ranged:
             last = "" if length is None else str(offset + length - 1)
-            headers["Range"] = f"bytes={offset}-{last}"
-        response = await self.http.request(
-            "GET", self.http.object_path(key), key=key, params=params, headers=headers, stream=True
-        )
-        if response.status_code == 416:
-            await response.aclose()
-            # Nothing at `offset`: fine at (or past) the end of the object.
-            info = await self._stat(key, if_match)
-            if offset >= info.size:
-                return info
+            headers["range"] = f"bytes={offset}-{last}"
+        return params, headers, ranged
+
+    async def _past_the_end(self, key: str, offset: int, if_match: str | None) -> ObjectInfo:
+        """What a 416 to a read at ``offset`` means: nothing there, fine at (or
+        past) the end of the object (its info); a TransientError if the object
+        has bytes there now (it changed during the read)."""
+        info = await self._stat(key, if_match)
+        if offset < info.size:
             raise TransientError(
                 f"range {offset}- refused but the object has {info.size} bytes "
                 "(it changed during the read)",
                 url=self.url(key),
                 status=416,
             )
-        if response.status_code not in (200, 206):
-            await self.http.fail(response, key=key, what="read")
-        return response, ranged
+        return info
 
     async def _media_info(
         self, headers: httpx.Headers, key: str, size: int, if_match: str | None
