@@ -295,6 +295,31 @@ async def test_http_large_body_sent_and_received_intact() -> None:
     assert srv["connections"] == 1
 
 
+async def test_http_body_in_pieces_goes_out_in_order() -> None:
+    """A body given as several buffers (a multipart head, the data, its tail)
+    is sent in order with one Content-Length: small ones in the head's write,
+    large ones in slices across piece boundaries."""
+    data = random.Random(4).randbytes(MiB + 3)
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            _, body = await read_request(reader)
+            seen.append(body)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async with raw_server(handler) as srv:
+        client = HttpClient(write_chunk=100_000)
+        big = (b"--head--", bytearray(data), memoryview(b"--tail--"))
+        small = [b"a", memoryview(b"bc"), bytearray(b"")]
+        for body in (big, small):
+            r = await get(client, srv["port"], method="POST", body=body)
+            assert (r.status, bytes(r.body)) == (200, b"ok")
+        await client.aclose()
+    assert seen == [b"--head--" + data + b"--tail--", b"abc"]
+
+
 async def test_http_pool_is_bounded_and_survives_cancellation() -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:

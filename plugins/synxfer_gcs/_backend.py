@@ -117,9 +117,9 @@ from ._wire import (
     multipart_related,
     object_info,
     option_fields,
+    parse_json_body,
     resource,
     stored_metadata,
-    stream_body,
 )
 
 __all__ = ["COMPOSITE_PREFIX", "GcsBackend"]
@@ -350,7 +350,7 @@ class GcsBackend(Backend):
         """Receive bytes ``[offset, offset+len(buf))`` straight into ``buf``.
 
         One media GET on the SDK's :class:`~synxfer.backend.HttpClient`
-        (:meth:`GcsHttp.media_into`): the body goes from the socket into
+        (:meth:`GcsHttp.send`): the body goes from the socket into
         ``buf``, with no chunk objects, no join and no copy in Python.
         ``whole`` or an empty ``buf`` reads without a length (an unranged
         GET at offset 0), and the object must then fit ``buf`` exactly.
@@ -361,8 +361,14 @@ class GcsBackend(Backend):
         length = None if n == 0 or (whole and offset == 0) else n
         params, headers, ranged = self._media_request(key, offset, length, if_match)
         try:
-            response = await self.http.media_into(
-                key, params, headers, buf, sink_status=206 if ranged else 200
+            response = await self.http.send(
+                "GET",
+                self.http.object_path(key),
+                key=key,
+                params=params,
+                headers=headers,
+                sink=buf,
+                sink_status=206 if ranged else 200,
             )
         except BodyTooLarge:
             raise PreconditionFailed(
@@ -533,18 +539,17 @@ class GcsBackend(Backend):
             checksum = Checksum("crc32c", crc32c.encode(crc))
         field_name = "crc32c" if checksum.algorithm == "crc32c" else "md5Hash"
         head, tail, body_type = multipart_related({**fields, field_name: checksum.value})
-        length = len(head) + len(data) + len(tail)
-        response = await self.http.call(
+        response = await self.http.send(
             "POST",
             self.http.upload_path,
             key=key,
-            what="upload",
             params={"uploadType": "multipart"},
-            # An explicit length: httpx then sends the stream as is, not chunked.
-            headers={"Content-Type": body_type, "Content-Length": str(length)},
-            content=stream_body(head, data, tail),
+            headers={"content-type": body_type},
+            body=(head, data, tail),
         )
-        doc = self.http.json(response, key)
+        if response.status != 200:
+            await self.http.raise_for(response.status, bytes(response.body), key=key, what="upload")
+        doc = parse_json_body(response.status, response.body, self.url(key))
         stored = doc.get(field_name)
         if stored and stored != checksum.value:
             raise TransientError(

@@ -11,12 +11,14 @@
   used anonymously too; ``options.extra["anonymous"]`` overrides that guess.
   A token the server refuses (401) is refreshed once (see
   :mod:`synxfer_gcs._auth`).
-* **Media GETs into the engine's buffer** (:meth:`GcsHttp.media_into`) go
-  through the SDK's :class:`~synxfer.backend.HttpClient` instead: its
-  connections receive a body straight into the caller's buffer, where
-  httpx hands over 32-64 KiB chunks, each through httpx, httpcore, h11 and
-  anyio (about 2 CPU s per GiB). Same endpoint, credentials and timeouts;
-  a pool of its own.
+* **The bytes** -- media GETs into the engine's buffer and the uploads of
+  objects and components -- go through the SDK's
+  :class:`~synxfer.backend.HttpClient` instead (:meth:`GcsHttp.send`): its
+  connections receive a body straight into the caller's buffer and send
+  one from the caller's buffers, where httpx moves 32-64 KiB chunks, each
+  through httpx, httpcore, h11 (which copies what it sends) and anyio
+  (about 2 CPU s per GiB read). Same endpoint, credentials and timeouts; a
+  pool of its own.
 * **Errors are mapped here** (:mod:`synxfer_gcs._errors`): no httpx or
   google-auth exception escapes. A bodyless 404 (emulators) is told apart
   from a missing bucket by one bucket GET, whose answer is cached.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from ipaddress import ip_address
 from typing import Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
@@ -36,6 +38,7 @@ import httpx
 
 from synxfer.backend import (
     BackendOptions,
+    Body,
     BucketNotFound,
     ConfigError,
     HttpClient,
@@ -218,17 +221,22 @@ class GcsHttp:
             raise refused
         return response
 
-    async def media_into(
+    async def send(
         self,
+        method: str,
+        path: str,
+        *,
         key: str,
         params: Mapping[str, str],
         headers: Mapping[str, str],
-        sink: memoryview,
-        sink_status: int,
+        body: Sequence[Body] | None = None,
+        sink: memoryview | None = None,
+        sink_status: int = 0,
     ) -> HttpResponse:
-        """``GET`` of ``key``'s media on the SDK's :class:`~synxfer.backend.HttpClient`.
+        """One request on the SDK's :class:`~synxfer.backend.HttpClient`.
 
-        An answer with status ``sink_status`` and a ``Content-Length`` goes
+        ``body``: buffers sent one after the other, none copied whole. An
+        answer with status ``sink_status`` and a ``Content-Length`` goes
         straight into ``sink`` (``response.length`` says how much came; one
         larger than ``sink`` raises BodyTooLarge); any other stays in
         ``response.body``. Credentials as :meth:`request`; errors mapped;
@@ -242,14 +250,15 @@ class GcsHttp:
         hdrs = {"host": self._host, "user-agent": "synxfer-gcs", **headers}
         credentials, token_id = await self._credentials(key)
         hdrs.update(credentials)
-        target = f"{self._prefix}{self.object_path(key)}?{urlencode(params)}"
+        target = f"{self._prefix}{path}?{urlencode(params)}"
         response = await media.request(
-            "GET",
+            method,
             self._scheme,
             self._hostname,
             self._port,
             target,
             hdrs,
+            body,
             sink=sink,
             sink_status=sink_status,
             label=self.url(key),

@@ -23,14 +23,14 @@ import contextlib
 import json
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
-from synxfer.backend import BackendError, ConfigError, ObjectInfo, Payload, WriteOptions
+from synxfer.backend import BackendError, ConfigError, ObjectInfo, WriteOptions
 
 __all__ = [
     "OCTET",
@@ -40,10 +40,10 @@ __all__ = [
     "multipart_related",
     "object_info",
     "parse_json",
+    "parse_json_body",
     "read_metadata",
     "resource",
     "stored_metadata",
-    "stream_body",
 ]
 
 OCTET = "application/octet-stream"
@@ -57,8 +57,6 @@ OPTION_FIELDS = {
     "content_disposition": "contentDisposition",
 }
 _GOOG_HASH = re.compile(r"^\s*(crc32c|md5)=([A-Za-z0-9+/=]+)\s*$")
-#: Slice of the payload handed to the connection at a time.
-_SEND_SLICE = 1 << 20
 
 #: The metadata key of the source's modification time (synxfer's and rclone's).
 MTIME = "mtime"
@@ -73,11 +71,16 @@ _RFC3339 = re.compile(
 
 def parse_json(response: httpx.Response, url: str) -> dict[str, Any]:
     """The JSON object a (read) response holds; BackendError naming ``url`` if none."""
+    return parse_json_body(response.status_code, response.content, url)
+
+
+def parse_json_body(status: int, content: bytes | bytearray, url: str) -> dict[str, Any]:
+    """The JSON object of an answer's body; BackendError naming ``url`` if none."""
     try:
-        doc = json.loads(response.content)
+        doc = json.loads(content)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BackendError(
-            f"unparseable response from the server (HTTP {response.status_code})", url=url
+            f"unparseable response from the server (HTTP {status})", url=url
         ) from exc
     if not isinstance(doc, dict):
         raise BackendError("unexpected response from the server", url=url)
@@ -259,21 +262,6 @@ def multipart_related(doc: Mapping[str, Any]) -> tuple[bytes, bytes, str]:
     ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
     return head, tail, f"multipart/related; boundary={boundary}"
-
-
-async def stream_body(head: bytes, data: Payload, tail: bytes) -> AsyncIterator[bytes]:
-    """The request body, streamed without copying the payload.
-
-    Slices of the caller's buffer go out one at a time and each is drained to
-    the socket before the next, so neither a joined copy of the body nor a
-    part-sized transport buffer ever exists. Nothing references the buffer
-    once the request finishes (or is cancelled), so the caller may reuse it.
-    """
-    yield head
-    view = memoryview(data)
-    for start in range(0, len(view), _SEND_SLICE):
-        yield view[start : start + _SEND_SLICE]  # type: ignore[misc]
-    yield tail
 
 
 def _rfc3339(value: object) -> float | None:

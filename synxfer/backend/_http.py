@@ -13,9 +13,11 @@ What it does, and no more:
   ``max_connections`` per pool (callers beyond that wait), TLS through an
   :class:`ssl.SSLContext` for ``https``; idle connections older than
   ``idle_timeout`` are closed rather than reused;
-* a request's line and headers go out in one ``write``; a body is written
-  from a memoryview in slices, each after the previous one has left the
-  transport's buffer (so at most part of one slice is ever copied);
+* a request's line and headers go out in one ``write``; a body (one
+  buffer, or a sequence of buffers sent one after the other, e.g. a
+  multipart head, the data and its tail) is written from memoryviews in
+  slices, each after the previous one has left the transport's buffer (so at
+  most part of one slice is ever copied);
 * the response is parsed in place by :class:`._protocol.Connection`:
   status line, headers, then the body -- with ``Content-Length`` received
   *directly* into a caller-given memoryview (``sink``, for 2xx answers) or
@@ -46,7 +48,7 @@ import asyncio
 import collections
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from .._exceptions import BackendError, ConfigError, TransientError
@@ -248,7 +250,7 @@ class HttpClient:
         port: int,
         target: str,
         headers: Mapping[str, str],
-        body: Body | None = None,
+        body: Body | Sequence[Body] | None = None,
         *,
         sink: memoryview | None = None,
         sink_status: int = 0,
@@ -257,7 +259,8 @@ class HttpClient:
         """Send one request and return its complete answer.
 
         ``target`` is the encoded path and query; ``headers`` must include
-        ``host`` (``Content-Length`` is added here). A 2xx body with a
+        ``host`` (``Content-Length`` is added here). ``body`` is one buffer
+        or a sequence of them, sent in order, none copied whole. A 2xx body with a
         ``Content-Length`` is received straight into ``sink`` when given (it
         must be large enough; ``response.length`` says how much arrived);
         with ``sink_status``, only an answer with that status goes there (a
@@ -270,9 +273,8 @@ class HttpClient:
         pool = self._pools.get(key)
         if pool is None:
             pool = self._pools[key] = _Pool(self, scheme, host, port)
-        if isinstance(body, memoryview) and (body.format != "B" or body.ndim != 1):
-            body = body.cast("B")
-        head = _request_head(method, target, headers, 0 if body is None else len(body))
+        pieces = _pieces(body)
+        head = _request_head(method, target, headers, sum(len(p) for p in pieces))
         where = label or f"{scheme}://{host}:{port}{target.split('?', 1)[0]}"
         head_only = method == "HEAD"
         for attempt in (1, 2):
@@ -283,7 +285,7 @@ class HttpClient:
                     exc.url = where
                 raise
             try:
-                await self._exchange(conn, head, body, sink, sink_status, head_only)
+                await self._exchange(conn, head, pieces, sink, sink_status, head_only)
                 response = conn.take_response()
             except Dropped as exc:
                 await _discard(pool, conn)
@@ -308,7 +310,7 @@ class HttpClient:
         self,
         conn: Connection,
         head: bytes,
-        body: Body | None,
+        pieces: tuple[memoryview, ...],
         sink: memoryview | None,
         sink_status: int,
         head_only: bool,
@@ -321,22 +323,21 @@ class HttpClient:
         conn.begin(sink, sink_status, head_only)
         timeout = self.read_timeout
         conn.sent = True
-        if body is None or len(body) == 0:
-            transport.write(head)
-        elif len(body) <= _INLINE_BODY:
-            transport.write(head + body)
+        if sum(len(p) for p in pieces) <= _INLINE_BODY:
+            transport.write(b"".join([head, *pieces]))
         else:
             transport.write(head)
-            view = body if isinstance(body, memoryview) else memoryview(body)
             step = self.write_chunk
-            for start in range(0, len(view), step):
-                await conn.drain(timeout)
-                if conn.answered or conn.closed:
-                    # An early answer (an error, usually) or a dead connection:
-                    # stop sending; the rest of the body would be garbage.
-                    conn.reusable = False
-                    break
-                transport.write(view[start : start + step])
+            for view in pieces:
+                for start in range(0, len(view), step):
+                    await conn.drain(timeout)
+                    if conn.answered or conn.closed:
+                        # An early answer (an error, usually) or a dead connection:
+                        # stop sending; the rest of the body would be garbage.
+                        conn.reusable = False
+                        await conn.wait_answer(timeout)
+                        return
+                    transport.write(view[start : start + step])
         await conn.wait_answer(timeout)
 
 
@@ -351,6 +352,20 @@ async def _discard(pool: _Pool, conn: Connection) -> None:
         await conn.settle()
     finally:
         pool.release(conn)
+
+
+def _pieces(body: Body | Sequence[Body] | None) -> tuple[memoryview, ...]:
+    """The body as byte views, sent one after the other (none: no body)."""
+    if body is None:
+        return ()
+    parts = (body,) if isinstance(body, bytes | bytearray | memoryview) else tuple(body)
+    views = []
+    for part in parts:
+        view = part if isinstance(part, memoryview) else memoryview(part)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        views.append(view)
+    return tuple(views)
 
 
 def _request_head(method: str, target: str, headers: Mapping[str, str], length: int) -> bytes:

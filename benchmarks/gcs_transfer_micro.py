@@ -1,4 +1,4 @@
-"""Client CPU of a GCS download, one source tree against another, on the emulator.
+"""Client CPU of a GCS download (or upload), one source tree against another, on the emulator.
 
 Starts ``gcp-storage-emulator`` (:class:`synxfer_servers.gcs.GcsEmulator`) on
 127.0.0.1, with :class:`~synxfer_servers.gcs.GcsFront` in front of it unless
@@ -8,10 +8,13 @@ downloads them with each tree in turn, ``--rounds`` times (order reversed
 every other round). Each download is a fresh process running
 ``Client(TransferConfig(max_threads=4)).sync_from(...)`` with
 ``PYTHONPATH=TREE:TREE/plugins``; its CPU comes from ``os.wait4``, so the
-emulator's is not counted (the process's start-up is). Medians are printed::
+emulator's is not counted (the process's start-up is). With ``--upload``
+each tree's process uploads the files instead (``sync_to`` a fresh prefix).
+Medians are printed::
 
-    python benchmarks/gcs_download_micro.py --files 16 --mib 32 --rounds 4 \\
+    python benchmarks/gcs_transfer_micro.py --files 16 --mib 32 --rounds 4 \\
         before=/path/to/old/worktree after=.
+    python benchmarks/gcs_transfer_micro.py --upload --files 8 --rounds 4 before=... after=.
 
 An empty sync (``--files 0``) gives the start-up alone.
 """
@@ -37,7 +40,10 @@ import asyncio, sys, synxfer
 async def main():
     config = synxfer.TransferConfig(max_threads=4)
     async with synxfer.Client(config, endpoint_url=sys.argv[1]) as client:
-        await client.sync_from(sys.argv[2], sys.argv[3])
+        if sys.argv[4] == "upload":
+            await client.sync_to(sys.argv[3], sys.argv[2])
+        else:
+            await client.sync_from(sys.argv[2], sys.argv[3])
 asyncio.run(main())
 """
 
@@ -49,6 +55,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--bare", action="store_true", help="no GcsFront: the emulator alone")
+    parser.add_argument("--upload", action="store_true", help="time uploads, not downloads")
     args = parser.parse_args()
     trees = dict(t.split("=", 1) for t in args.trees)
     with tempfile.TemporaryDirectory(prefix="gcs-micro-") as tmp, GcsEmulator() as emulator:
@@ -72,7 +79,8 @@ def _run(
         async with synxfer.Client(endpoint_url=endpoint) as client:
             await client.sync_to(str(src), "gs://bench/d")
 
-    asyncio.run(upload())
+    if not args.upload:
+        asyncio.run(upload())
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     for r in range(args.rounds):
         order = list(trees) if r % 2 == 0 else list(trees)[::-1]
@@ -81,13 +89,17 @@ def _run(
             out = work / f"out-{name}"
             shutil.rmtree(out, ignore_errors=True)
             env = {**os.environ, "PYTHONPATH": f"{tree}:{tree / 'plugins'}"}
-            cmd = [sys.executable, "-c", _CHILD, endpoint, "gs://bench/d", str(out)]
+            if args.upload:
+                url, local, what = f"gs://bench/up-{name}-{r}", str(src), "upload"
+            else:
+                url, local, what = "gs://bench/d", str(out), "download"
+            cmd = [sys.executable, "-c", _CHILD, endpoint, url, local, what]
             t0 = time.monotonic()
             child = subprocess.Popen(cmd, env=env)
             _, status, usage = os.wait4(child.pid, 0)
             wall = time.monotonic() - t0
             if status != 0:
-                raise SystemExit(f"{name}: the download failed (status {status})")
+                raise SystemExit(f"{name}: the {what} failed (status {status})")
             results[name].append((wall, usage.ru_utime + usage.ru_stime))
     gib = args.files * args.mib / 1024
     for name, runs in results.items():
