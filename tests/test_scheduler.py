@@ -9,10 +9,13 @@ fanned out (the backend takes one per request instead) and one for any other.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import functools
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +24,7 @@ from synxfer import BackendOptions, KiB, MiB, WriteOptions
 from synxfer.backend import RequestLimiter
 from synxfer.engine.budget import BufferPool
 from synxfer.engine.parts import Part, split
-from synxfer.engine.scheduler import Lease, RequestSlots, Scheduler
+from synxfer.engine.scheduler import CallBatch, Lease, RequestSlots, Scheduler
 from synxfer.layers import LimitLayer, RetryLayer
 from synxfer_file import FileBackend
 
@@ -377,6 +380,79 @@ async def test_io_holding_waits_for_the_thread_when_cancelled(scheduler: Schedul
     with pytest.raises(asyncio.CancelledError):
         await task
     assert finished.is_set()
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A thread pool that counts its submissions (thread hops)."""
+
+    submitted = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_batched_calls_share_thread_hops() -> None:
+    """Calls queued while a drainer runs join it: 40 short calls on worker
+    threads (never the loop's) in a handful of hops, each result and error
+    handed to its own caller."""
+    with CountingExecutor(max_workers=2) as executor:
+        batch = CallBatch(executor, limit=2)
+        loop_thread = threading.get_ident()
+        gate = threading.Event()
+        threads: set[int] = set()
+
+        def call(i: int) -> int:
+            threads.add(threading.get_ident())
+            gate.wait(30)  # the first call holds its drainer until all are queued
+            if i % 10 == 3:
+                raise ValueError(f"call {i}")
+            return i * i
+
+        tasks = [asyncio.create_task(batch.run(functools.partial(call, i))) for i in range(40)]
+        await asyncio.sleep(0.01)
+        gate.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    for i, result in enumerate(results):
+        if i % 10 == 3:
+            assert isinstance(result, ValueError)
+            assert str(result) == f"call {i}"
+        else:
+            assert result == i * i
+    assert loop_thread not in threads
+    # One drainer, a second once more than GROUP calls waited; maybe one more
+    # if a call came in as a drainer finished. One hop a call would be 40.
+    assert executor.submitted <= 4, executor.submitted
+
+
+async def test_a_batched_call_cancelled_before_it_starts_never_runs() -> None:
+    """Cancelled while queued: taken out of the queue; cancelled while
+    running: released only once the call is done (it may use a lent buffer)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        batch = CallBatch(executor, limit=1)
+        started, release = threading.Event(), threading.Event()
+        ran: list[str] = []
+
+        def first() -> None:
+            started.set()
+            release.wait(30)
+            ran.append("first")
+
+        running = asyncio.create_task(batch.run(first))
+        await asyncio.to_thread(started.wait, 30)
+        queued = asyncio.create_task(batch.run(lambda: ran.append("queued")))
+        await asyncio.sleep(0)
+        queued.cancel()
+        running.cancel()
+        await asyncio.sleep(0.01)
+        assert queued.done()
+        assert not running.done(), "released while its call still runs"
+        release.set()
+        for task in (queued, running):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert await batch.run(lambda: "later") == "later"  # the batch still works
+    assert ran == ["first"]
 
 
 async def test_the_io_executor_has_io_threads_workers() -> None:

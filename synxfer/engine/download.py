@@ -1,7 +1,8 @@
 """Downloading one object to a local file: received into pooled buffers, verified.
 
 An object of one range is one GET and one worker-thread call (write, hash,
-verify, tag, rename). A bigger one is fetched in ranges through the
+verify, tag, rename), batched with other files' on the same thread hop
+(:meth:`~.scheduler.Scheduler.io_batched`). A bigger one is fetched in ranges through the
 scheduler (:meth:`~.scheduler.Scheduler.map_parts`), which reserves each
 fetch's bytes and lends it a pooled buffer before its task exists, so tasks
 and memory stay bounded however big the object is; a fetch is one GET of
@@ -118,7 +119,8 @@ async def _download_single(
     etag: str | None,
 ) -> tuple[int, bool]:
     """One GET into a pooled buffer, then ONE worker-thread call that writes,
-    hashes, verifies, tags and renames (:func:`.localfile.write_whole_file`).
+    hashes, verifies, tags and renames (:func:`.localfile.write_whole_file`),
+    batched with other files' (:meth:`~.scheduler.Scheduler.io_batched`).
 
     Nothing to resume, so no journal; nothing exists on disk until the data
     is in memory, and the thread call removes its temp file on any failure.
@@ -163,7 +165,7 @@ async def _download_single(
                 if is_compressed(info)
                 else write_whole_file
             )
-            await scheduler.io_holding(
+            await scheduler.io_batched(
                 functools.partial(
                     write,
                     dest,
