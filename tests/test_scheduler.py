@@ -453,6 +453,8 @@ async def test_a_batched_call_cancelled_before_it_starts_never_runs() -> None:
                 await task
         assert await batch.run(lambda: "later") == "later"  # the batch still works
     assert ran == ["first"]
+    with pytest.raises(RuntimeError, match="closed"):  # and says so once the pool is shut
+        await batch.run(lambda: "too late")
 
 
 async def test_the_io_executor_has_io_threads_workers() -> None:

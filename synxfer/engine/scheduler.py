@@ -138,16 +138,12 @@ class CallBatch:
         self._drainers += 1
         try:
             self._executor.submit(self._drain, loop)
-        except BaseException:  # the executor is shut down: fail what waits
+        except RuntimeError as exc:  # the executor is shut down: fail what waits
             self._drainers -= 1
-            self._fail_queued(RuntimeError("the client is closed"))
-            raise
-
-    def _fail_queued(self, error: BaseException) -> None:
-        while self._queue:
-            call = self._queue.popleft()
-            if not call.future.done():
-                call.future.set_exception(error)
+            while self._queue:
+                call = self._queue.popleft()
+                if not call.future.done():
+                    call.future.set_exception(RuntimeError(f"the client is closed ({exc})"))
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """On a worker thread: run queued calls until none is left."""
