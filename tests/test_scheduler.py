@@ -13,6 +13,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -423,6 +424,30 @@ async def test_batched_calls_share_thread_hops() -> None:
     # One drainer, a second once more than GROUP calls waited; maybe one more
     # if a call came in as a drainer finished. One hop a call would be 40.
     assert executor.submitted <= 4, executor.submitted
+
+
+async def test_a_long_batched_call_is_handed_back_before_the_next_ends() -> None:
+    """A call that took LINGER or more is handed back at once, not held
+    until the calls queued behind it are done."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        batch = CallBatch(executor, limit=1)
+        release = threading.Event()
+
+        def long() -> str:
+            time.sleep(CallBatch.LINGER * 10)
+            return "long"
+
+        def blocked() -> str:
+            release.wait(10)  # released once the long call's result is in
+            return "blocked"
+
+        first = asyncio.create_task(batch.run(long))
+        second = asyncio.create_task(batch.run(blocked))
+        try:
+            assert await asyncio.wait_for(first, 5) == "long"
+        finally:
+            release.set()
+        assert await second == "blocked"
 
 
 async def test_a_batched_call_cancelled_before_it_starts_never_runs() -> None:
