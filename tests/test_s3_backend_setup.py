@@ -49,7 +49,6 @@ from synxfer_scp import DEFAULT_REGION, ScpBackend
 from ._s3server import (
     BACKEND_IDS,
     BACKENDS,
-    UNSET_ENV,
     Server,
     body,
     crc32c,
@@ -394,18 +393,6 @@ def test_credentials_errors() -> None:
 
 
 # -- against SeaweedFS, which verifies signatures and CRC32C and reports checksums --------
-
-
-@pytest.fixture
-def weed_env(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name in UNSET_ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/synxfer-test/config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/synxfer-test/credentials")
-    return seaweed
 
 
 async def test_seaweed_verifies_and_reports_crc32c(weed_env: Any) -> None:

@@ -32,7 +32,7 @@ from synxfer_s3._credentials import (
 )
 from synxfer_s3._wire import S3Wire, s3_code
 
-from ._s3server import ODD_KEYS
+from ._s3server import ODD_KEYS, PORTABLE_KEYS
 
 # -- S3Wire against moto ---------------------------------------------------------------------
 
@@ -56,11 +56,6 @@ def boto(s3_endpoint: str) -> Any:
 
 def _b64md5(data: bytes) -> str:
     return base64.b64encode(hashlib.md5(data).digest()).decode()
-
-
-#: Odd keys every store keeps as they are (SeaweedFS, a filesystem, folds "//"
-#: and treats a trailing "/" as a directory; see the SeaweedFS tests).
-PORTABLE_KEYS = [k for k in ODD_KEYS if "//" not in k and not k.endswith("/")]
 
 
 async def test_put_get_head_odd_keys(wire: S3Wire, bucket: str, boto: Any) -> None:
