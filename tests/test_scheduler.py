@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import mmap
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -343,6 +344,51 @@ def test_pool_never_owns_more_than_its_capacity() -> None:
     for b in small:
         pool.put(b)
     assert pool._idle <= pool.capacity
+
+
+def test_pool_lends_fresh_large_buffers_unzeroed() -> None:
+    """A buffer :meth:`lend` makes fresh is mapped, not zeroed: none of its
+    pages is resident until the holder writes it (a bytearray's are, all of
+    them, by the zeroing the event loop paid for). Small ones stay bytearrays;
+    a holder that hands the buffer on (``get``) never gets a mapping, and
+    both kinds share one capacity."""
+    pool = BufferPool(8 * MiB, 24 * MiB)
+    lent = pool.lend(8 * MiB)
+    assert isinstance(lent, mmap.mmap)
+    assert len(lent) == 8 * MiB
+    assert _resident_pages(lent) == 0
+    memoryview(lent)[: 2 * MiB] = b"x" * (2 * MiB)  # the receive's copy faults them in
+    assert _resident_pages(lent) == 2 * MiB // mmap.PAGESIZE
+    made = bytearray(8 * MiB)
+    assert _resident_pages(made) >= 8 * MiB // mmap.PAGESIZE - 1  # zeroed = touched
+    assert isinstance(pool.lend(100 * KiB), bytearray)
+    pool.put(lent)
+    assert pool.lend(7 * MiB) is lent  # reused for any size of its class
+    pool.put(lent)
+    got = pool.get(8 * MiB)  # a payload: a bytearray, never the idle mapping
+    assert isinstance(got, bytearray)
+    assert pool._idle + pool._out <= pool.capacity
+    pool.put(got)
+    assert pool.lend(8 * MiB) is got  # a lender takes either kind: the warmest
+    assert pool.allocated == 3
+
+
+def _resident_pages(buf: mmap.mmap | bytearray) -> int:
+    """Pages of ``buf`` in memory (``mincore``), by the kernel's count."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    view = (ctypes.c_char * len(buf)).from_buffer(buf)
+    address = ctypes.addressof(view)
+    start = address - address % page
+    length = address + len(buf) - start
+    pages = (length + page - 1) // page
+    vec = (ctypes.c_ubyte * pages)()
+    if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(length), vec) != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    del view
+    return sum(v & 1 for v in vec)
 
 
 async def test_lease_view_is_a_slice_of_a_pooled_buffer(scheduler: Scheduler) -> None:

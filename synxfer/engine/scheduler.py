@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
-from .budget import BufferPool, ByteBudget
+from .budget import Block, BufferPool, ByteBudget
 from .parts import Part
 
 __all__ = ["CallBatch", "Lease", "RequestSlots", "Scheduler", "TokenBucket", "hold"]
@@ -292,12 +292,13 @@ class Lease:
         self.nbytes = nbytes
         self._granted = granted
         self._lend = max(nbytes, lend)
-        self._buffer: bytearray | None = None
+        self._buffer: Block | None = None
 
     def view(self) -> memoryview:
-        """``nbytes`` of a pooled buffer, writable, valid until the lease ends."""
+        """``nbytes`` of a pooled buffer, writable, valid until the lease ends
+        (:meth:`~.budget.BufferPool.lend`: a fresh one is not zeroed first)."""
         if self._buffer is None:
-            self._buffer = self._scheduler.buffers.get(self._lend)
+            self._buffer = self._scheduler.buffers.lend(self._lend)
         return memoryview(self._buffer)[: self.nbytes]
 
     def buffer(self) -> bytearray:
@@ -306,8 +307,8 @@ class Lease:
             pool = self._scheduler.buffers
             exact = pool.charge(self.nbytes) == self.nbytes
             self._buffer = pool.get(self.nbytes) if exact else bytearray(self.nbytes)
-        if len(self._buffer) != self.nbytes:
-            raise RuntimeError("Lease.buffer() after Lease.view() on a smaller lease")
+        if not isinstance(self._buffer, bytearray) or len(self._buffer) != self.nbytes:
+            raise RuntimeError("Lease.buffer() after Lease.view() on the same lease")
         return self._buffer
 
     def _on_task_done(self, _: asyncio.Task[None]) -> None:
