@@ -182,7 +182,7 @@ class BufferPool:
         return bytearray(c)
 
     def put(self, buf: Block) -> None:
-        """Take back a buffer :meth:`get` lent (and forget any other)."""
+        """Take back a buffer :meth:`get` or :meth:`lend` gave (and forget any other)."""
         c = len(buf)
         if c not in self._free and c <= self.size:
             return  # not a class size: not one of ours
