@@ -140,8 +140,8 @@ class BufferPool:
         on (an upload's payload); :meth:`lend` serves views."""
         if n <= 0:
             return bytearray()
-        buf = self._take(self.charge(n), bytearray)
-        assert isinstance(buf, bytearray)
+        buf = self._take(self.charge(n), lazy=False)
+        assert isinstance(buf, bytearray)  # _take(lazy=False) makes and takes no other
         return buf
 
     def lend(self, n: int) -> Block:
@@ -158,16 +158,17 @@ class BufferPool:
         """
         if n <= 0:
             return bytearray()
-        return self._take(self.charge(n), None)
+        return self._take(self.charge(n), lazy=True)
 
-    def _take(self, c: int, kind: type[bytearray] | None) -> Block:
-        """A free buffer of ``c`` bytes (of type ``kind``, if given), else a fresh one."""
+    def _take(self, c: int, *, lazy: bool) -> Block:
+        """A free buffer of ``c`` bytes, else a fresh one; with ``lazy``, of
+        either kind (a fresh large one mapped), else a ``bytearray``."""
         free = self._free.get(c)
         self._out += c
         if free:
             i = len(free) - 1  # the most recently used: its pages are warm
-            if kind is not None:
-                while i >= 0 and not isinstance(free[i], kind):
+            if not lazy:
+                while i >= 0 and not isinstance(free[i], bytearray):
                     i -= 1
             if i >= 0:
                 self._idle -= c
@@ -177,7 +178,7 @@ class BufferPool:
                 return buf
         self._evict()
         self.allocated += 1
-        if kind is None and c >= self.LAZY and _ANONYMOUS:
+        if lazy and c >= self.LAZY and _ANONYMOUS:
             return mmap.mmap(-1, c, flags=mmap.MAP_PRIVATE | _ANONYMOUS)
         return bytearray(c)
 
