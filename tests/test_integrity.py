@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import mmap
 import random
 import subprocess
 import sys
@@ -388,11 +389,12 @@ def test_crc_of_pieces_folds_to_the_crc_of_the_whole(kind: str) -> None:
 
 
 def test_crc32c_leaves_awscrt_unloaded_until_a_large_transfer() -> None:
-    """Asking what can be verified, and CRC32Cs of any buffer size, leave awscrt
-    unloaded (~50 ms with the GIL held) until the process has hashed
-    ``_AWSCRT_AFTER`` bytes; then it takes over, with the same values."""
+    """Without fastcrc: asking what can be verified, and CRC32Cs of any buffer
+    size, leave awscrt unloaded (~50 ms with the GIL held) until the process
+    has hashed ``_AWSCRT_AFTER`` bytes; then it takes over, with the same values."""
     code = """
 import sys, google_crc32c
+sys.modules["fastcrc"] = None
 from synxfer.engine import checksums as ck
 ck._AWSCRT_AFTER = 8 << 20
 assert ck.available("crc32c") and ck.available("crc64nvme")
@@ -409,14 +411,16 @@ print("awscrt" in sys.modules)
 
 
 def test_crc32c_of_a_writable_buffer_makes_no_copy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine's pooled buffers are writable, which google-crc32c's module
-    functions refuse: they go to its C function through ctypes, never through
-    ``bytes`` copies; read-only ``bytes`` still go to the module. Same values
-    for whole buffers, slices and continued CRCs."""
+    """Without fastcrc, the engine's pooled buffers are writable, which
+    google-crc32c's module functions refuse: they go to its C function through
+    ctypes, never through ``bytes`` copies; read-only ``bytes`` still go to the
+    module. Same values for whole buffers, slices and continued CRCs."""
     import google_crc32c
 
     from synxfer.engine import checksums as ck
 
+    installed = ck._installed
+    monkeypatch.setattr(ck, "_installed", lambda name: name != "fastcrc" and installed(name))
     if ck._google_extend() is None:
         pytest.skip("google-crc32c has no C library here")
     reference = google_crc32c.extend
@@ -440,6 +444,94 @@ def test_crc32c_of_a_writable_buffer_makes_no_copy(monkeypatch: pytest.MonkeyPat
     assert seen == []  # no copies handed to the module
     assert ck.crc_value("crc32c", b"123456789") == 0xE3069283
     assert seen == [bytes]
+
+
+def test_fastcrc_gives_google_crc32cs_values_over_any_buffer() -> None:
+    """fastcrc's CRC32C (``crc32.iscsi``) is google-crc32c's, over 0 bytes and
+    up, continued from a previous value piece by piece as the engine folds
+    ranges, and over writable buffers: bytearrays, memoryview slices, an mmap
+    (the pool's lent download buffers, decision 0019)."""
+    google_crc32c = pytest.importorskip("google_crc32c")
+    pytest.importorskip("fastcrc")
+    from synxfer.engine import checksums as ck
+
+    rng = random.Random(20)
+    for size in (0, 1, 3, 8, 63, 64, 4097, 1 << 20, (3 << 20) + 5):
+        data = rng.randbytes(size)
+        whole = int(google_crc32c.value(data))
+        assert ck._crc32c_fastcrc(data, 0) == whole
+        assert ck._crc32c_fastcrc(bytearray(data), 0) == whole
+        previous = rng.getrandbits(32)
+        assert ck._crc32c_fastcrc(data, previous) == google_crc32c.extend(previous, data)
+        cuts = sorted(rng.randint(0, size) for _ in range(rng.randint(1, 5)))
+        buffer, crc = bytearray(data), 0
+        for start, end in zip([0, *cuts], [*cuts, size], strict=True):
+            crc = ck._crc32c_fastcrc(memoryview(buffer)[start:end], crc)
+        assert crc == whole
+    size = 16 << 20
+    mapped = mmap.mmap(-1, size)  # writable, as the pool's lent buffers are
+    try:
+        data = rng.randbytes(size)
+        mapped[:] = data
+        assert ck._crc32c_fastcrc(memoryview(mapped), 0) == google_crc32c.value(data)
+        part = memoryview(mapped)[5 : 8 << 20]
+        assert ck._crc32c_fastcrc(part, 77) == google_crc32c.extend(77, data[5 : 8 << 20])
+        part.release()
+    finally:
+        mapped.close()
+
+
+def test_crc32c_comes_from_fastcrc_alone_where_installed() -> None:
+    """With fastcrc installed, CRC32Cs of bytes and of writable buffers import
+    fastcrc (at the first one, not before) and none of google-crc32c, ctypes
+    or awscrt."""
+    pytest.importorskip("fastcrc")
+    code = """
+import sys
+from synxfer.engine import checksums as ck
+assert ck.available("crc32c")
+assert "fastcrc" not in sys.modules
+assert ck.crc_value("crc32c", b"123456789") == 0xE3069283
+assert ck.crc_value("crc32c", memoryview(bytearray(b"0123456789"))[1:]) == 0xE3069283
+assert ck.crc_value("crc32c", bytearray(8 << 20)) == ck.crc_value("crc32c", bytes(8 << 20))
+names = ("fastcrc", "google_crc32c", "ctypes", "awscrt")
+print(" ".join(name for name in names if name in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["fastcrc"]
+
+
+@pytest.mark.parametrize(
+    ("blocked", "used"),
+    [(["fastcrc"], "google_crc32c"), (["fastcrc", "google_crc32c"], "awscrt")],
+    ids=["google-crc32c", "awscrt"],
+)
+def test_crc32c_without_fastcrc_gives_the_same_values(blocked: list[str], used: str) -> None:
+    """Without fastcrc, CRC32C falls back to google-crc32c, and without that to
+    awscrt: the same values over bytes, bytearrays, slices and continued CRCs."""
+    google_crc32c = pytest.importorskip("google_crc32c")
+    pytest.importorskip("awscrt")
+    rng = random.Random(21)
+    cases = [(rng.randbytes(n), rng.getrandbits(32)) for n in (0, 1, 100, 5000, (1 << 20) + 3)]
+    expected = [int(google_crc32c.extend(previous, data)) for data, previous in cases]
+    code = f"""
+import random, sys
+for name in {blocked!r}:
+    sys.modules[name] = None
+from synxfer.engine import checksums as ck
+assert ck.available("crc32c")
+rng = random.Random(21)
+cases = [(rng.randbytes(n), rng.getrandbits(32)) for n in (0, 1, 100, 5000, (1 << 20) + 3)]
+for (data, previous), value in zip(cases, {expected!r}, strict=True):
+    assert ck.crc_value("crc32c", data, previous) == value
+    assert ck.crc_value("crc32c", bytearray(data), previous) == value
+    buffer = bytearray(b"--" + data)
+    assert ck.crc_value("crc32c", memoryview(buffer)[2:], previous) == value
+names = ("fastcrc", "google_crc32c", "awscrt")
+print(" ".join(name for name in names if sys.modules.get(name)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [used]
 
 
 def test_expectations_rank_crcs_first_and_read_composites() -> None:

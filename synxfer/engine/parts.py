@@ -96,7 +96,7 @@ def checksum_of(
         return Checksum("md5", base64.b64encode(digest).decode("ascii"))
     if algorithm == "crc32c":
         if not checksums.available("crc32c"):  # pragma: no cover - depends on the gcs extra
-            raise ConfigError("crc32c checksums need google-crc32c: pip install 'synxfer[gcs]'")
+            raise ConfigError("crc32c checksums need fastcrc: pip install 'synxfer[gcs]'")
         value = checksums.crc_value("crc32c", data)
         return Checksum("crc32c", base64.b64encode(value.to_bytes(4, "big")).decode("ascii"))
     raise ConfigError(f"unknown checksum algorithm {algorithm!r}")
