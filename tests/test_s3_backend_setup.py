@@ -175,6 +175,42 @@ def test_importing_the_plugins_loads_no_botocore_or_aiohttp() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(
+    ("blocked", "expected"),
+    [
+        ((), "crc32c fastcrc"),
+        (("google_crc32c",), "crc32c fastcrc"),  # fastcrc alone is enough (decision 0020)
+        (("fastcrc",), "crc32c google_crc32c"),
+        (("fastcrc", "google_crc32c"), "md5 -"),
+    ],
+    ids=["both", "fastcrc", "google", "neither"],
+)
+def test_parts_declare_crc32c_with_either_library(blocked: tuple[str, ...], expected: str) -> None:
+    """Uploads declare CRC32C when fastcrc or google-crc32c is installed, and
+    the backend's own CRC32C (for a part the engine sent none for) comes from
+    the first of them; with neither, parts carry MD5. A fresh process each,
+    with the libraries blocked."""
+    code = f"""
+import sys
+for m in {blocked!r}:
+    sys.modules[m] = None
+from synxfer.backend import BackendOptions
+from synxfer_s3 import S3Backend
+from synxfer_s3._parts import crc32c_b64
+b = S3Backend("b", BackendOptions(endpoint_url="http://127.0.0.1:9"))
+lib = "-"
+if b.capabilities.part_checksum == "crc32c":
+    assert crc32c_b64(bytearray(b"123456789")) == "4waSgw==", crc32c_b64(b"123456789")
+    assert crc32c_b64(b"") == "AAAAAA=="
+    lib = next(m for m in ("fastcrc", "google_crc32c") if sys.modules.get(m) is not None)
+print(b.capabilities.part_checksum, lib)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == expected
+
+
 async def test_data_path_uses_no_botocore_with_env_credentials(server: Server) -> None:
     """Credentials and region in the environment: a whole round trip (put,
     multipart, list, read, delete) in a fresh process never imports botocore."""

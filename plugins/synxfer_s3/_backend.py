@@ -111,8 +111,9 @@ S3_STORAGE_CLASSES = frozenset(
     }
 )
 
-#: CRC32C needs google-crc32c (the ``s3`` extra); without it parts carry MD5.
-_HAVE_CRC32C = importlib.util.find_spec("google_crc32c") is not None
+#: CRC32C needs fastcrc or google-crc32c (the ``s3`` extra has both, decision
+#: 0020); without either, parts carry MD5.
+_HAVE_CRC32C = any(importlib.util.find_spec(m) is not None for m in ("fastcrc", "google_crc32c"))
 
 
 class S3Backend(Backend):
