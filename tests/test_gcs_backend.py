@@ -122,6 +122,23 @@ def _payload(size: int, seed: int = 0) -> bytes:
 # -- units: CRC32C, endpoints, errors --------------------------------------------
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fastcrc", "google-crc32c"])
+def test_crc32c_extend_over_any_buffer(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    """fastcrc where installed, google-crc32c otherwise: the same values,
+    continued in pieces, over bytes, bytearrays and memoryview slices."""
+    if not fast:
+        monkeypatch.setattr(crc32c, "_fastcrc32", lambda: None)
+    elif crc32c._fastcrc32() is None:
+        pytest.skip("fastcrc is not installed")
+    data = random.Random(7).randbytes(3 * 1024 * 1024 + 5)
+    expected = google_crc32c.value(data)
+    for buf in (data, bytearray(data), memoryview(bytearray(data))):
+        assert crc32c.extend(0, buf) == expected
+        view = memoryview(buf)
+        assert crc32c.extend(crc32c.extend(0, view[:1000]), view[1000:]) == expected
+    assert crc32c.extend(0, b"") == 0
+
+
 def test_crc32c_combine_matches_hashing_the_concatenation() -> None:
     rng = random.Random(7)
     for _ in range(200):
