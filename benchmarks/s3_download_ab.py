@@ -1,0 +1,198 @@
+"""Paired A/B of downloads on one SeaweedFS: source trees of synxfer (and s5cmd) alternated.
+
+Starts ``weed mini`` on 127.0.0.1 with signature checks on
+(:class:`synxfer_bench.targets.SeaweedTarget`), uploads each row once with the
+first tree, then downloads it with every tool in turn, ``--rounds`` times,
+the order rotated each round. A tool is
+
+* ``NAME=TREE``: synxfer from that source tree (``python -m synxfer.cli.main
+  cp --recursive URL DIR -q`` with ``PYTHONPATH=TREE:TREE/plugins``),
+  optionally ``NAME=TREE::ARGS`` with more CLI arguments
+  (``fast=.::--max-threads 12``), and ``--tool-env NAME:KEY=VALUE`` for a
+  scratch tree's switches;
+* ``s5cmd``, from ``--peers-venv`` (``synxfer-bench setup-peers``), with
+  ``s5cmd::ARGS`` for its global flags (``s5cmd::--numworkers 4``).
+
+Each run is a fresh process into an empty directory; its CPU comes from
+``os.wait4``, the server's from its process tree, and its files are checked
+(count and bytes). Printed per row: each tool's medians (wall, user,
+system, server CPU seconds) and, against the first tool, the median of the
+per-round wall differences and in how many rounds it was lower -- the
+figure to quote, since absolute times on a shared machine drift::
+
+    python benchmarks/s3_download_ab.py --rows 1x1GiB,10x100MiB --rounds 8 \\
+        before=/path/to/old/worktree after=. s5cmd
+    python benchmarks/s3_download_ab.py --rows 100x10MiB --tool-env exp:MY_SWITCH=1 \\
+        head=. exp=/tmp/scratch-tree "wide=.::--max-threads 12" "s5cmd::--numworkers 4"
+
+Options go before the tools. Drop the page cache first (``sync; echo 3 >
+/proc/sys/vm/drop_caches``) and run nothing else meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from synxfer._units import parse_size
+from synxfer_bench.targets import SeaweedTarget
+from synxfer_bench.tools import Peers
+
+
+@dataclass
+class Tool:
+    name: str
+    tree: Path | None  # None: s5cmd
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_tool(spec: str) -> Tool:
+    head, _, extra = spec.partition("::")
+    if head == "s5cmd":
+        return Tool("s5cmd", None, extra.split())
+    name, sep, tree = head.partition("=")
+    if not sep or not name or not tree:
+        raise SystemExit(f"tool {spec!r}: expected NAME=TREE[::ARGS] or s5cmd[::ARGS]")
+    return Tool(name, Path(tree).resolve(), extra.split())
+
+
+def parse_row(text: str) -> tuple[int, int]:
+    count, sep, size = text.lower().partition("x")
+    if not sep:
+        raise SystemExit(f"row {text!r}: expected COUNTxSIZE, e.g. 10x100MiB")
+    return int(count), parse_size(size)
+
+
+def make_files(where: Path, count: int, size: int) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        with (where / f"f{i:05d}").open("wb") as f:
+            left = size
+            while left:
+                n = min(left, 8 << 20)
+                f.write(os.urandom(n))
+                left -= n
+
+
+def synxfer_cp(endpoint: str, src: str, dst: str) -> list[str]:
+    cli = [sys.executable, "-m", "synxfer.cli.main", "--endpoint-url", endpoint]
+    return [*cli, "cp", "--recursive", src, dst, "-q"]
+
+
+def command(tool: Tool, s5cmd: Path | None, endpoint: str, url: str, out: Path) -> list[str]:
+    if tool.tree is None:
+        if s5cmd is None:
+            raise SystemExit("s5cmd not found: pass --peers-venv (synxfer-bench setup-peers)")
+        return [str(s5cmd), "--endpoint-url", endpoint, *tool.args, "cp", f"{url}/*", f"{out}/"]
+    return [*synxfer_cp(endpoint, f"{url}/", str(out)), *tool.args]
+
+
+def tree_env(target: SeaweedTarget, tool: Tool) -> dict[str, str]:
+    env = {**target.tool_env(), **tool.env}
+    if tool.tree is not None:
+        env["PYTHONPATH"] = f"{tool.tree}{os.pathsep}{tool.tree / 'plugins'}"
+    return env
+
+
+def run_once(
+    target: SeaweedTarget, tool: Tool, cmd: list[str], out: Path, expect: tuple[int, int]
+) -> tuple[float, float, float, float]:
+    """One download: (wall, client user, client system, server CPU) seconds."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    env = tree_env(target, tool)
+    before = target.server_cpu() or 0.0
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    server = (target.server_cpu() or 0.0) - before
+    if status != 0:
+        raise SystemExit(f"{tool.name}: {' '.join(cmd)} exited with status {status}")
+    files = [p for p in out.rglob("*") if p.is_file()]
+    got = (len(files), sum(p.stat().st_size for p in files))
+    if got != expect:
+        raise SystemExit(f"{tool.name}: downloaded {got} (files, bytes), expected {expect}")
+    return wall, usage.ru_utime, usage.ru_stime, server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("tools", nargs="+", help="NAME=TREE[::ARGS] or s5cmd[::ARGS]")
+    parser.add_argument("--rows", default="1x1GiB", help="COUNTxSIZE,... (default: 1x1GiB)")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--peers-venv", type=Path, default=Path("bench-work/peers-venv"))
+    parser.add_argument("--work-dir", type=Path, default=None, help="default: a temp dir")
+    parser.add_argument(
+        "--tool-env", action="append", default=[], metavar="NAME:KEY=VALUE", help="repeatable"
+    )
+    args = parser.parse_args()
+    tools = [parse_tool(spec) for spec in args.tools]
+    by_name = {t.name: t for t in tools}
+    for item in args.tool_env:
+        name, _, pair = item.partition(":")
+        key, sep, value = pair.partition("=")
+        if name not in by_name or not sep:
+            raise SystemExit(f"--tool-env {item!r}: expected NAME:KEY=VALUE for a named tool")
+        by_name[name].env[key] = value
+    first = next((t for t in tools if t.tree is not None), None)
+    if first is None:
+        raise SystemExit("name at least one synxfer tree (NAME=TREE): it uploads the rows")
+    rows = [(text, parse_row(text)) for text in args.rows.split(",")]
+    s5cmd = Peers.load(args.peers_venv).path("s5cmd") if args.peers_venv.is_dir() else None
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="s3-ab-"))
+    target = SeaweedTarget(work, peers_venv=args.peers_venv if args.peers_venv.is_dir() else None)
+    target.start()
+    try:
+        endpoint = target.endpoint_url
+        assert endpoint is not None
+        for text, (count, size) in rows:
+            src = work / "src" / text
+            make_files(src, count, size)
+            url = target.url(f"ab/{text}")
+            upload = synxfer_cp(endpoint, f"{src}/", f"{url}/")
+            subprocess.run(upload, env=tree_env(target, first), check=True)
+            shutil.rmtree(src)
+            results: dict[str, list[tuple[float, float, float, float]]] = {
+                t.name: [] for t in tools
+            }
+            for r in range(args.rounds):
+                for tool in tools[r % len(tools) :] + tools[: r % len(tools)]:
+                    cmd = command(tool, s5cmd, endpoint, url, work / "out")
+                    results[tool.name].append(
+                        run_once(target, tool, cmd, work / "out", (count, count * size))
+                    )
+            print(f"== {text}, {args.rounds} rounds: median wall / user / sys / server CPU s")
+            for tool in tools:
+                runs = results[tool.name]
+                medians = [statistics.median(run[i] for run in runs) for i in range(4)]
+                print(f"  {tool.name:12} " + " / ".join(f"{m:.3f}" for m in medians))
+            base = tools[0].name
+            for tool in tools[1:]:
+                diffs = [
+                    a[0] - b[0] for a, b in zip(results[tool.name], results[base], strict=True)
+                ]
+                lower = sum(d < 0 for d in diffs)
+                print(
+                    f"  {tool.name} - {base}: wall {statistics.median(diffs):+.3f} s "
+                    f"(lower in {lower}/{len(diffs)} rounds)"
+                )
+            sys.stdout.flush()
+    finally:
+        target.stop()
+        shutil.rmtree(work / "out", ignore_errors=True)
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
