@@ -42,7 +42,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synxfer._units import parse_size
+from synxfer_bench.datagen import ensure_row_data
+from synxfer_bench.scenarios import parse_rows
 from synxfer_bench.targets import SeaweedTarget
 from synxfer_bench.tools import Peers
 
@@ -63,24 +64,6 @@ def parse_tool(spec: str) -> Tool:
     if not sep or not name or not tree:
         raise SystemExit(f"tool {spec!r}: expected NAME=TREE[::ARGS] or s5cmd[::ARGS]")
     return Tool(name, Path(tree).resolve(), extra.split())
-
-
-def parse_row(text: str) -> tuple[int, int]:
-    count, sep, size = text.lower().partition("x")
-    if not sep:
-        raise SystemExit(f"row {text!r}: expected COUNTxSIZE, e.g. 10x100MiB")
-    return int(count), parse_size(size)
-
-
-def make_files(where: Path, count: int, size: int) -> None:
-    where.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        with (where / f"f{i:05d}").open("wb") as f:
-            left = size
-            while left:
-                n = min(left, 8 << 20)
-                f.write(os.urandom(n))
-                left -= n
 
 
 def synxfer_cp(endpoint: str, src: str, dst: str) -> list[str]:
@@ -147,7 +130,10 @@ def main() -> None:
     first = next((t for t in tools if t.tree is not None), None)
     if first is None:
         raise SystemExit("name at least one synxfer tree (NAME=TREE): it uploads the rows")
-    rows = [(text, parse_row(text)) for text in args.rows.split(",")]
+    try:
+        rows = parse_rows(args.rows)
+    except ValueError as exc:
+        raise SystemExit(f"--rows: {exc}") from None
     s5cmd = Peers.load(args.peers_venv).path("s5cmd") if args.peers_venv.is_dir() else None
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="s3-ab-"))
     target = SeaweedTarget(work, peers_venv=args.peers_venv if args.peers_venv.is_dir() else None)
@@ -155,23 +141,20 @@ def main() -> None:
     try:
         endpoint = target.endpoint_url
         assert endpoint is not None
-        for text, (count, size) in rows:
-            src = work / "src" / text
-            make_files(src, count, size)
-            url = target.url(f"ab/{text}")
+        for row in rows:
+            src, _ = ensure_row_data(work, row)
+            url = target.url(f"ab/{row.name}")
             upload = synxfer_cp(endpoint, f"{src}/", f"{url}/")
             subprocess.run(upload, env=tree_env(target, first), check=True)
-            shutil.rmtree(src)
+            expect = (row.files, row.total_bytes)
             results: dict[str, list[tuple[float, float, float, float]]] = {
                 t.name: [] for t in tools
             }
             for r in range(args.rounds):
                 for tool in tools[r % len(tools) :] + tools[: r % len(tools)]:
                     cmd = command(tool, s5cmd, endpoint, url, work / "out")
-                    results[tool.name].append(
-                        run_once(target, tool, cmd, work / "out", (count, count * size))
-                    )
-            print(f"== {text}, {args.rounds} rounds: median wall / user / sys / server CPU s")
+                    results[tool.name].append(run_once(target, tool, cmd, work / "out", expect))
+            print(f"== {row.name}, {args.rounds} rounds: median wall / user / sys / server CPU s")
             for tool in tools:
                 runs = results[tool.name]
                 medians = [statistics.median(run[i] for run in runs) for i in range(4)]
