@@ -11,7 +11,11 @@ the order rotated each round. A tool is
   (``fast=.::--max-threads 12``), and ``--tool-env NAME:KEY=VALUE`` for a
   scratch tree's switches;
 * ``s5cmd``, from ``--peers-venv`` (``synxfer-bench setup-peers``), with
-  ``s5cmd::ARGS`` for its global flags (``s5cmd::--numworkers 4``).
+  ``s5cmd::ARGS`` for its global flags (``s5cmd::--numworkers 4``);
+* ``bare...`` (any name starting so, e.g. ``bare16``, ``bare32pipe``):
+  ``benchmarks/bare_download.py`` with ``::ARGS`` (``--range-mib 32
+  --mode pipe``), the floor of a Python data plane: threads, ranged GETs,
+  no journal, no retries.
 
 Each run is a fresh process into an empty directory; its CPU comes from
 ``os.wait4``, the server's from its process tree, and its files are checked
@@ -47,6 +51,8 @@ from synxfer_bench.scenarios import parse_rows
 from synxfer_bench.targets import SeaweedTarget
 from synxfer_bench.tools import Peers
 
+HERE = Path(__file__).resolve().parent
+
 
 @dataclass
 class Tool:
@@ -54,15 +60,20 @@ class Tool:
     tree: Path | None  # None: s5cmd
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    bare: bool = False  # benchmarks/bare_download.py, with this repository's synxfer
 
 
 def parse_tool(spec: str) -> Tool:
     head, _, extra = spec.partition("::")
     if head == "s5cmd":
         return Tool("s5cmd", None, extra.split())
+    if head.startswith("bare") and "=" not in head:
+        return Tool(head, HERE.parent, extra.split(), bare=True)
     name, sep, tree = head.partition("=")
     if not sep or not name or not tree:
-        raise SystemExit(f"tool {spec!r}: expected NAME=TREE[::ARGS] or s5cmd[::ARGS]")
+        raise SystemExit(
+            f"tool {spec!r}: expected NAME=TREE[::ARGS], s5cmd[::ARGS] or bare...[::ARGS]"
+        )
     return Tool(name, Path(tree).resolve(), extra.split())
 
 
@@ -72,6 +83,9 @@ def synxfer_cp(endpoint: str, src: str, dst: str) -> list[str]:
 
 
 def command(tool: Tool, s5cmd: Path | None, endpoint: str, url: str, out: Path) -> list[str]:
+    if tool.bare:
+        script = str(HERE / "bare_download.py")
+        return [sys.executable, script, "--endpoint-url", endpoint, *tool.args, f"{url}/", str(out)]
     if tool.tree is None:
         if s5cmd is None:
             raise SystemExit("s5cmd not found: pass --peers-venv (synxfer-bench setup-peers)")
@@ -127,7 +141,7 @@ def main() -> None:
         if name not in by_name or not sep:
             raise SystemExit(f"--tool-env {item!r}: expected NAME:KEY=VALUE for a named tool")
         by_name[name].env[key] = value
-    first = next((t for t in tools if t.tree is not None), None)
+    first = next((t for t in tools if t.tree is not None and not t.bare), None)
     if first is None:
         raise SystemExit("name at least one synxfer tree (NAME=TREE): it uploads the rows")
     try:
