@@ -63,6 +63,7 @@ class Client:
         self.signer = SigV4Signer(region)
         self.access = os.environ["AWS_ACCESS_KEY_ID"]
         self.secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+        self.head = b""  # the last response's status line and headers
 
     def send(self, path: str, query: str = "", headers: dict[str, str] | None = None) -> bytes:
         """Send a GET; return the bytes after the response head (the head is checked)."""
