@@ -115,31 +115,33 @@ def list_objects(client: Client, bucket: str, prefix: str) -> list[tuple[str, in
     ]
 
 
+@dataclass(frozen=True)
+class Mode:
+    bucket: str
+    whole: bool  # receive a range whole, then hash and write it; else piece by piece
+    piece: int  # bytes per receive in pipe mode
+    size: int  # bytes per GET
+
+
 def worker(
-    client: Client,
-    bucket: str,
-    jobs: queue.SimpleQueue[Job | None],
-    mode: str,
-    piece: int,
-    size: int,
-    errors: list[BaseException],
+    client: Client, jobs: queue.SimpleQueue[Job | None], how: Mode, errors: list[BaseException]
 ) -> None:
     try:
-        _work(client, bucket, jobs, mode, piece, size)
+        _work(client, jobs, how.bucket, how.whole, how.piece, how.size)
     except BaseException as exc:  # reported by main, which exits non-zero
         errors.append(exc)
 
 
 def _work(
     client: Client,
-    bucket: str,
     jobs: queue.SimpleQueue[Job | None],
-    mode: str,
+    bucket: str,
+    whole: bool,
     piece: int,
     size: int,
 ) -> None:
     # A private anonymous mapping, as synxfer's pooled download buffers (decision 0019).
-    buf = memoryview(mmap.mmap(-1, size if mode == "whole" else piece))
+    buf = memoryview(mmap.mmap(-1, size if whole else piece))
     iscsi = fastcrc.crc32.iscsi
     while (job := jobs.get()) is not None:
         end = job.offset + job.length - 1
@@ -148,7 +150,7 @@ def _work(
         )
         got = 0
         crc = 0
-        if mode == "whole":
+        if whole:
             buf[: len(rest)] = rest
             got = len(rest)
             while got < job.length:
@@ -200,10 +202,8 @@ def main() -> None:
         fds.append(fd)
         for offset in range(0, length, size):
             jobs.put(Job(key, fd, offset, min(size, length - offset)))
-    threads = [
-        threading.Thread(target=worker, args=(c, bucket, jobs, args.mode, args.piece, size, errors))
-        for c in clients
-    ]
+    how = Mode(bucket, args.mode == "whole", args.piece, size)
+    threads = [threading.Thread(target=worker, args=(c, jobs, how, errors)) for c in clients]
     for t in threads:
         jobs.put(None)
         t.start()
