@@ -2,8 +2,8 @@
 
 GCS reports an object's CRC32C as the base64 of its four big-endian bytes
 (``crc32c`` in the object resource, ``x-goog-hash: crc32c=...``). Hashing
-data is fastcrc's job where it is installed (no copy; decision 0020), else
-:mod:`google_crc32c`'s, and always happens in a worker thread (:func:`extend`,
+data is the SDK's :func:`synxfer.backend.crc32c` (fastcrc, else
+google-crc32c) and always happens in a worker thread (:func:`extend`,
 called off the event loop); this module adds :func:`combine`, which computes the
 CRC of ``a + b`` from ``crc(a)``, ``crc(b)`` and ``len(b)`` without reading
 any data (zlib's ``crc32_combine`` method, over CRC32C's polynomial). A
@@ -17,9 +17,9 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import importlib.util
 from collections.abc import Iterable
-from typing import Any
+
+from synxfer.backend import crc32c
 
 __all__ = ["combine", "combine_all", "decode", "encode", "extend"]
 
@@ -44,28 +44,9 @@ def decode(value: str) -> int:
 
 
 def extend(crc: int, data: bytes | bytearray | memoryview) -> int:
-    """``crc`` extended over ``data`` (blocking: call from a worker thread).
-
-    fastcrc takes any contiguous buffer as it is; google-crc32c's C
-    implementation takes ``bytes`` only (not a bytearray or a memoryview),
-    so there anything else is copied first.
-    """
-    fast = _fastcrc32()
-    if fast is not None:
-        return int(fast.iscsi(data, crc))
-    import google_crc32c  # type: ignore[import-not-found,unused-ignore]
-
-    return int(google_crc32c.extend(crc, data if isinstance(data, bytes) else bytes(data)))
-
-
-@functools.cache
-def _fastcrc32() -> Any:
-    """fastcrc's ``crc32`` module, or None where fastcrc is not installed."""
-    if importlib.util.find_spec("fastcrc") is None:
-        return None
-    from fastcrc import crc32  # type: ignore[import-not-found,unused-ignore]
-
-    return crc32
+    """``crc`` extended over ``data`` (blocking: call from a worker thread;
+    :func:`synxfer.backend.crc32c`)."""
+    return crc32c(data, crc)
 
 
 def _multmodp(a: int, b: int) -> int:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib.util
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -79,6 +78,7 @@ from synxfer.backend import (
     ReadResult,
     TransientError,
     WriteOptions,
+    crc32c_available,
     option_bool,
 )
 
@@ -113,7 +113,7 @@ S3_STORAGE_CLASSES = frozenset(
 
 #: CRC32C needs fastcrc or google-crc32c (the ``s3`` extra has both, decision
 #: 0020); without either, parts carry MD5.
-_HAVE_CRC32C = any(importlib.util.find_spec(m) is not None for m in ("fastcrc", "google_crc32c"))
+_HAVE_CRC32C = crc32c_available()
 
 
 class S3Backend(Backend):

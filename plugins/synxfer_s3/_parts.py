@@ -10,14 +10,11 @@ each part (and those the server reports in ListParts) here, per upload.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import importlib.util
 import re
 from collections.abc import Sequence
-from typing import Any
 
-from synxfer.backend import CompletedPart
+from synxfer.backend import CompletedPart, crc32c
 
 __all__ = ["PartSums", "crc32c_b64", "multipart_etag"]
 
@@ -64,40 +61,10 @@ def multipart_etag(parts: Sequence[CompletedPart]) -> str | None:
     return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
 
 
-#: Bytes handed to google-crc32c at a time (it takes only read-only buffers).
-_CRC_CHUNK = 1 << 20
-
-
 def crc32c_b64(data: bytes | bytearray | memoryview) -> str:
-    """CRC32C of ``data``, base64 as S3 wants it. Blocking: call from a worker thread.
-
-    fastcrc where installed (any buffer, no copy; decision 0020), else
-    google-crc32c, which takes only ``bytes``: a writable buffer goes to it
-    in bounded copies.
-    """
-    fast = _fastcrc32()
-    if fast is not None:
-        return _b64(int(fast.iscsi(data)))
-    import google_crc32c  # type: ignore[import-not-found,unused-ignore]
-
-    if isinstance(data, bytes):
-        crc = int(google_crc32c.value(data))
-    else:
-        view = memoryview(data).cast("B")
-        crc = 0
-        for start in range(0, len(view), _CRC_CHUNK):
-            crc = int(google_crc32c.extend(crc, bytes(view[start : start + _CRC_CHUNK])))
-    return _b64(crc)
-
-
-@functools.cache
-def _fastcrc32() -> Any:
-    """fastcrc's ``crc32`` module, or None where fastcrc is not installed."""
-    if importlib.util.find_spec("fastcrc") is None:
-        return None
-    from fastcrc import crc32  # type: ignore[import-not-found,unused-ignore]
-
-    return crc32
+    """CRC32C of ``data``, base64 as S3 wants it. Blocking: call from a worker
+    thread (:func:`synxfer.backend.crc32c`)."""
+    return _b64(crc32c(data))
 
 
 def _b64(crc: int) -> str:

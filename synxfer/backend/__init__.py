@@ -34,8 +34,9 @@ This package is the whole SDK: a plugin imports :mod:`synxfer` and
 options and capabilities it offers the values a backend returns, the
 exception tree, the registry of schemes, and helpers: asyncio
 (:func:`to_thread_holding`, :func:`bounded_map`, :func:`first_error`,
-:func:`shielded`) and option parsing (:func:`option_bool`,
-:func:`option_int`, :func:`option_float`), :func:`check_write_options`
+:func:`shielded`), CRC32C (:func:`crc32c`, :func:`crc32c_available`),
+option parsing (:func:`option_bool`, :func:`option_int`,
+:func:`option_float`), :func:`check_write_options`
 (what a client asks before writing with :class:`WriteOptions`: every option
 set must be in ``Capabilities.write_options``), and :class:`HttpClient`, a
 pooled HTTP/1.1 client whose GETs receive a body straight into the
@@ -84,6 +85,7 @@ from ._base import (
     ChecksumAlgorithm,
     Payload,
 )
+from ._crc32c import crc32c, crc32c_available
 from ._http import Body, BodyTooLarge, HttpClient
 from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
@@ -135,6 +137,8 @@ __all__ = [
     "available_schemes",
     "bounded_map",
     "check_write_options",
+    "crc32c",
+    "crc32c_available",
     "first_error",
     "open_backend",
     "option_bool",
