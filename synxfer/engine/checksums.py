@@ -41,6 +41,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple, Protocol
 
+from ..backend import crc32c
+
 __all__ = [
     "CRC_KINDS",
     "HASH_KINDS",
@@ -194,19 +196,12 @@ def _crc32c_google(data: bytes | bytearray | memoryview, previous: int) -> int |
     return crc
 
 
-def _crc32c_fastcrc(data: bytes | bytearray | memoryview, previous: int) -> int:
-    """CRC32C by fastcrc: any contiguous buffer, no copy, the GIL released."""
-    from fastcrc import crc32  # type: ignore[import-not-found,unused-ignore]
-
-    return int(crc32.iscsi(data, previous))
-
-
 def crc_value(kind: str, data: bytes | bytearray | memoryview, previous: int = 0) -> int:
     """The CRC of ``data`` (continuing ``previous``). Blocking: call from a worker thread."""
     if kind == "crc32":
         return zlib.crc32(data, previous)
     if kind == "crc32c" and _installed("fastcrc"):
-        return _crc32c_fastcrc(data, previous)
+        return crc32c(data, previous)  # the SDK's: fastcrc, no copy, the GIL released
     if (
         kind == "crc32c"
         and (_google_bytes < _AWSCRT_AFTER or not _installed("awscrt"))
