@@ -359,7 +359,7 @@ async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
         await c.sync_to(src, url)
 
     order: list[str] = []
-    get, start, part = Journal.download_get, Journal.download_start, Journal.download_part
+    get, start, parts = Journal.download_get, Journal.download_start, Journal.download_parts
 
     def slow_start(self: Journal, *args: Any) -> None:
         time.sleep(0.5)  # a journal on a slow disk
@@ -371,13 +371,13 @@ async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
         _Timeline.journal_asked.set()
         return get(self, dest)
 
-    def noted_part(self: Journal, *args: Any) -> None:
-        order.append("part")
-        part(self, *args)
+    def noted_parts(self: Journal, dest: str, temp: str, records: Any) -> None:
+        order.extend("part" for _ in records)
+        parts(self, dest, temp, records)
 
     monkeypatch.setattr(Journal, "download_get", noted_get)
     monkeypatch.setattr(Journal, "download_start", slow_start)
-    monkeypatch.setattr(Journal, "download_part", noted_part)
+    monkeypatch.setattr(Journal, "download_parts", noted_parts)
     _Timeline.journal_asked.clear()
     _Timeline.start_written.clear()
     _Timeline.seen = {}
@@ -388,6 +388,37 @@ async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
     assert order[0] == "start"
     assert order.count("part") == 5
     assert Journal(tmp_path / "state").download_get(str(tmp_path / "dst" / "big.bin")) is None
+    assert tree(tmp_path / "dst") == tree(src)
+
+
+async def test_a_fetch_of_two_ranges_is_one_journal_call(
+    bucket: str,
+    make_tree: Callable[..., Path],
+    s3_endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GET of two adjacent ranges (the default budget, four parts, holds two
+    such fetches) records both ranges in one journal call, one transaction,
+    not one per range."""
+    src = make_tree({"big.bin": 4 * PART + 3})  # five ranges: fetches of 2, 2 and 1
+    url = f"s3://{bucket}/p"
+    config = _config(tmp_path / "state")
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, url)
+
+    calls: list[list[int]] = []
+    parts = Journal.download_parts
+
+    def noted_parts(self: Journal, dest: str, temp: str, records: Any) -> None:
+        calls.append([number for number, _, _ in records])
+        parts(self, dest, temp, records)
+
+    monkeypatch.setattr(Journal, "download_parts", noted_parts)
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        r = await c.sync_from(url, tmp_path / "dst")
+    assert r.ok, r.failures
+    assert sorted(calls) == [[1, 2], [3, 4], [5]]
     assert tree(tmp_path / "dst") == tree(src)
 
 

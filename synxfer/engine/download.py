@@ -302,12 +302,13 @@ async def _download_ranges(
             fetched += part.length
             members = p.covering(part)
             await recorded()
+            records: list[tuple[int, bytes | None, int | None]] = []
             for r, value in zip(members, values or [None] * len(members), strict=True):
                 if p.last_of_unit(r.index):
                     sums.record(p.unit_of[r.index], value)
-                await engine.journal.download_part(
-                    str(dest), str(tmp), r.number, _journal_value(kind, value), None
-                )
+                records.append((r.number, _journal_value(kind, value), None))
+            # One journal call and one transaction for the fetch's ranges.
+            await engine.journal.download_parts(str(dest), str(tmp), records)
             engine.progress(part.length, "down")
 
         turns: dict[int, asyncio.Event] = {}

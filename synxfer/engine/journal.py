@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -198,13 +198,16 @@ class Journal:
                 (dest, src, etag, size, part_size, temp, time.time()),
             )
 
-    def download_part(
-        self, dest: str, temp: str, number: int, md5: bytes | None, crc32c: int | None
+    def download_parts(
+        self, dest: str, temp: str, parts: Sequence[tuple[int, bytes | None, int | None]]
     ) -> None:
-        with self._lock:
-            self._db.execute(
+        """Record ``parts`` (``(number, md5, crc32c)`` each) as written, in
+        one transaction: a fetch of several ranges is one commit."""
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
                 "INSERT OR REPLACE INTO download_parts VALUES (?, ?, ?, ?, ?)",
-                (dest, temp, number, md5, crc32c),
+                [(dest, temp, number, md5, crc32c) for number, md5, crc32c in parts],
             )
 
     def download_done(self, dest: str) -> None:
@@ -303,10 +306,10 @@ class ResumeJournal:
     ) -> None:
         await self._run(lambda j: j.download_start(dest, src, etag, size, part_size, temp), None)
 
-    async def download_part(
-        self, dest: str, temp: str, number: int, md5: bytes | None, crc32c: int | None
+    async def download_parts(
+        self, dest: str, temp: str, parts: Sequence[tuple[int, bytes | None, int | None]]
     ) -> None:
-        await self._run(lambda j: j.download_part(dest, temp, number, md5, crc32c), None)
+        await self._run(lambda j: j.download_parts(dest, temp, parts), None)
 
     async def download_done(self, dest: str) -> None:
         await self._run(lambda j: j.download_done(dest), None)
