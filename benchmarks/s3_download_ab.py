@@ -11,7 +11,8 @@ the order rotated each round. A tool is
   (``fast=.::--max-threads 12``), and ``--tool-env NAME:KEY=VALUE`` for a
   scratch tree's switches;
 * ``s5cmd``, from ``--peers-venv`` (``synxfer-bench setup-peers``), with
-  ``s5cmd::ARGS`` for its global flags (``s5cmd::--numworkers 4``);
+  ``s5cmd::ARGS`` for its global flags (``s5cmd::--numworkers 4``), and
+  ``s5cmd-NAME::ARGS`` for a second s5cmd under another name;
 * ``bare...`` (any name starting so, e.g. ``bare16``, ``bare32pipe``):
   ``benchmarks/bare_download.py`` with ``::ARGS`` (``--range-mib 32
   --mode pipe``), the floor of a Python data plane: threads, ranged GETs,
@@ -65,14 +66,14 @@ class Tool:
 
 def parse_tool(spec: str) -> Tool:
     head, _, extra = spec.partition("::")
-    if head == "s5cmd":
-        return Tool("s5cmd", None, extra.split())
+    if head == "s5cmd" or head.startswith("s5cmd-"):
+        return Tool(head, None, extra.split())
     if head.startswith("bare") and "=" not in head:
         return Tool(head, HERE.parent, extra.split(), bare=True)
     name, sep, tree = head.partition("=")
     if not sep or not name or not tree:
         raise SystemExit(
-            f"tool {spec!r}: expected NAME=TREE[::ARGS], s5cmd[::ARGS] or bare...[::ARGS]"
+            f"tool {spec!r}: expected NAME=TREE[::ARGS], s5cmd[-NAME][::ARGS] or bare...[::ARGS]"
         )
     return Tool(name, Path(tree).resolve(), extra.split())
 
@@ -124,7 +125,9 @@ def run_once(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("tools", nargs="+", help="NAME=TREE[::ARGS] or s5cmd[::ARGS]")
+    parser.add_argument(
+        "tools", nargs="+", help="NAME=TREE[::ARGS], s5cmd[-NAME][::ARGS] or bare...[::ARGS]"
+    )
     parser.add_argument("--rows", default="1x1GiB", help="COUNTxSIZE,... (default: 1x1GiB)")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--peers-venv", type=Path, default=Path("bench-work/peers-venv"))
