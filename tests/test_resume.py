@@ -341,6 +341,21 @@ class _Timeline(Layer):
         return await fn(*args)
 
 
+async def _seeded(
+    make_tree: Callable[..., Path],
+    files: dict[str, int],
+    bucket: str,
+    s3_endpoint: str,
+    config: synxfer.TransferConfig,
+) -> tuple[Path, str]:
+    """``files`` made locally and uploaded under ``s3://bucket/p``: the tree and its URL."""
+    src = make_tree(files)
+    url = f"s3://{bucket}/p"
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
+        await c.sync_to(src, url)
+    return src, url
+
+
 async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
     bucket: str,
     make_tree: Callable[..., Path],
@@ -352,11 +367,8 @@ async def test_the_journal_works_while_the_first_requests_are_on_the_wire(
     the HEAD, and writes its own entry while the first ranges are fetched
     (a slow journal delays no request); still, the entry is written before
     any range's record, and removed once the file is whole."""
-    src = make_tree({"big.bin": 4 * PART + 3})
-    url = f"s3://{bucket}/p"
     config = _config(tmp_path / "state", max_threads=2)
-    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
-        await c.sync_to(src, url)
+    src, url = await _seeded(make_tree, {"big.bin": 4 * PART + 3}, bucket, s3_endpoint, config)
 
     order: list[str] = []
     get, start, parts = Journal.download_get, Journal.download_start, Journal.download_parts
@@ -401,11 +413,9 @@ async def test_a_fetch_of_two_ranges_is_one_journal_call(
     """A GET of two adjacent ranges (the default budget, four parts, holds two
     such fetches) records both ranges in one journal call, one transaction,
     not one per range."""
-    src = make_tree({"big.bin": 4 * PART + 3})  # five ranges: fetches of 2, 2 and 1
-    url = f"s3://{bucket}/p"
     config = _config(tmp_path / "state")
-    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
-        await c.sync_to(src, url)
+    # Five ranges: fetches of 2, 2 and 1.
+    src, url = await _seeded(make_tree, {"big.bin": 4 * PART + 3}, bucket, s3_endpoint, config)
 
     calls: list[list[int]] = []
     parts = Journal.download_parts
@@ -433,11 +443,8 @@ async def test_a_journal_record_that_fails_fails_the_download(
     the file fails with it, as when the entry was written before the first
     range (errors the journal expects, SQLite's and the disk's, turn resume
     off instead)."""
-    src = make_tree({"big.bin": 2 * PART + 3})
-    url = f"s3://{bucket}/p"
     config = _config(tmp_path / "state", max_threads=2)
-    async with synxfer.Client(config, endpoint_url=s3_endpoint) as c:
-        await c.sync_to(src, url)
+    _, url = await _seeded(make_tree, {"big.bin": 2 * PART + 3}, bucket, s3_endpoint, config)
 
     def broken_start(self: Journal, *args: Any) -> None:
         raise RuntimeError("journal bug")
