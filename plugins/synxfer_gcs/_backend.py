@@ -105,6 +105,7 @@ from synxfer.backend import (
     option_int,
     to_thread_holding,
 )
+from synxfer.backend import crc32c as crc32c_of
 
 from . import _crc32c as crc32c
 from ._compose import MAX_COMPONENTS, Composer
@@ -535,7 +536,7 @@ class GcsBackend(Backend):
         verifies the checksum (a CRC32C is computed in a worker thread if none
         is given)."""
         if checksum is None:
-            crc = await to_thread_holding(crc32c.extend, 0, data)
+            crc = await to_thread_holding(crc32c_of, data)
             checksum = Checksum("crc32c", crc32c.encode(crc))
         field_name = "crc32c" if checksum.algorithm == "crc32c" else "md5Hash"
         head, tail, body_type = multipart_related({**fields, field_name: checksum.value})

@@ -3,8 +3,8 @@
 GCS reports an object's CRC32C as the base64 of its four big-endian bytes
 (``crc32c`` in the object resource, ``x-goog-hash: crc32c=...``). Hashing
 data is the SDK's :func:`synxfer.backend.crc32c` (fastcrc, else
-google-crc32c) and always happens in a worker thread (:func:`extend`,
-called off the event loop); this module adds :func:`combine`, which computes the
+google-crc32c), called from a worker thread, never the event loop; this
+module adds :func:`combine`, which computes the
 CRC of ``a + b`` from ``crc(a)``, ``crc(b)`` and ``len(b)`` without reading
 any data (zlib's ``crc32_combine`` method, over CRC32C's polynomial). A
 composite upload uses it to know, before composing, the CRC32C the
@@ -19,9 +19,7 @@ import binascii
 import functools
 from collections.abc import Iterable
 
-from synxfer.backend import crc32c
-
-__all__ = ["combine", "combine_all", "decode", "encode", "extend"]
+__all__ = ["combine", "combine_all", "decode", "encode"]
 
 #: CRC32C's polynomial, bit-reversed (Castagnoli).
 _POLY = 0x82F63B78
@@ -41,12 +39,6 @@ def decode(value: str) -> int:
     if len(raw) != 4:
         raise ValueError(f"not a base64 CRC32C: {value!r}")
     return int.from_bytes(raw, "big")
-
-
-def extend(crc: int, data: bytes | bytearray | memoryview) -> int:
-    """``crc`` extended over ``data`` (blocking: call from a worker thread;
-    :func:`synxfer.backend.crc32c`)."""
-    return crc32c(data, crc)
 
 
 def _multmodp(a: int, b: int) -> int:
