@@ -5,13 +5,17 @@ If-Match, no HEAD. It lists ``s3://BUCKET/PREFIX/`` (one ListObjectsV2 page)
 and fetches every object in ranged GETs over ``--threads`` plain-HTTP
 connections, one blocking socket per thread, each thread receiving,
 CRC32C-ing (fastcrc, as synxfer does) and writing with 32 KiB ``pwrite``
-calls, as :mod:`synxfer.engine.localfile` does. Two modes:
+calls, as :mod:`synxfer.engine.localfile` does. Three modes:
 
 * ``whole``: a range is received whole into the thread's buffer, then
   hashed and written (synxfer's way: a pooled part buffer per fetch);
 * ``pipe``: a range is received in ``--piece`` pieces, each hashed and
   written while it is still in the CPU's cache (s5cmd's way: a 50 MiB GET
-  streamed through a 32 KiB buffer).
+  streamed through a 32 KiB buffer);
+* ``native``: ``pipe`` in one C call per GET (``bare_native.c``: receive,
+  CRC32C and 32 KiB ``pwrite`` calls without the GIL), compiled with the
+  system's ``cc`` on first use: the floor of a native data plane under
+  Python's start-up (docs/decisions/0024).
 
 It imports ``synxfer_s3._sigv4`` (and so all of synxfer, asyncio included)
 to sign its requests, so its start-up costs what synxfer's does. Run it
@@ -25,13 +29,19 @@ endpoint and credentials and checks its files; by hand::
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.machinery
+import importlib.util
 import mmap
 import os
 import queue
 import socket
+import subprocess
+import sysconfig
 import threading
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from types import ModuleType
 from urllib.parse import quote, urlsplit
 
 import fastcrc
@@ -115,19 +125,52 @@ def list_objects(client: Client, bucket: str, prefix: str) -> list[tuple[str, in
     ]
 
 
+def load_native() -> ModuleType:
+    """``bare_native.c``, compiled once per source into the user's cache
+    directory (not a shared temp directory, where anyone could plant the
+    file) and checked against fastcrc before it is trusted."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bare_native.c")
+    with open(source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    cache = os.path.join(cache, "synxfer-bench")
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    path = os.path.join(cache, f"bare-native-{digest}{suffix}")
+    if not os.path.exists(path):
+        include = sysconfig.get_paths()["include"]
+        tmp = f"{path}.{os.getpid()}"
+        cmd = ["cc", "-O2", "-msse4.2", "-shared", "-fPIC", f"-I{include}", source, "-o", tmp]
+        try:
+            subprocess.run(cmd, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SystemExit(f"--mode native: could not compile {source} ({exc})") from None
+        os.replace(tmp, path)
+    loader = importlib.machinery.ExtensionFileLoader("bare_native", path)
+    spec = importlib.util.spec_from_file_location("bare_native", path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sample = os.urandom(100_003)
+    if module.crc32c(sample) != fastcrc.crc32.iscsi(sample):
+        raise SystemExit(f"--mode native: {path} computes a wrong CRC32C")
+    return module
+
+
 @dataclass(frozen=True)
 class Mode:
     bucket: str
     whole: bool  # receive a range whole, then hash and write it; else piece by piece
-    piece: int  # bytes per receive in pipe mode
+    piece: int  # bytes per receive in pipe and native modes
     size: int  # bytes per GET
+    native: ModuleType | None = None  # bare_native, in native mode
 
 
 def worker(
     client: Client, jobs: queue.SimpleQueue[Job | None], how: Mode, errors: list[BaseException]
 ) -> None:
     try:
-        _work(client, jobs, how.bucket, how.whole, how.piece, how.size)
+        _work(client, jobs, how.bucket, how.whole, how.piece, how.size, how.native)
     except BaseException as exc:  # reported by main, which exits non-zero
         errors.append(exc)
 
@@ -139,6 +182,7 @@ def _work(
     whole: bool,
     piece: int,
     size: int,
+    native: ModuleType | None,
 ) -> None:
     # A private anonymous mapping, as synxfer's pooled download buffers (decision 0019).
     buf = memoryview(mmap.mmap(-1, size if whole else piece))
@@ -163,6 +207,10 @@ def _work(
             crc = iscsi(rest)
             os.pwrite(job.fd, rest, job.offset)
             got = len(rest)
+        if native is not None:  # the rest of the body in one call, without the GIL
+            sock = client.sock.fileno()
+            native.recv_crc_pwrite(sock, job.fd, job.offset + got, job.length - got, buf, crc)
+            continue
         while got < job.length:
             n = client.sock.recv_into(buf[: min(piece, job.length - got)])
             if not n:
@@ -182,9 +230,16 @@ def main() -> None:
     parser.add_argument("--region", default=os.environ.get("AWS_REGION", "us-east-1"))
     parser.add_argument("--threads", type=int, default=(os.cpu_count() or 1) + 4)
     parser.add_argument("--range-mib", type=int, default=16, help="bytes per GET (default 16)")
-    parser.add_argument("--mode", choices=("whole", "pipe"), default="whole")
+    parser.add_argument("--mode", choices=("whole", "pipe", "native"), default="whole")
     parser.add_argument("--piece", type=int, default=256 * 1024, help="pipe mode's receive size")
+    parser.add_argument(
+        "--prepare", action="store_true", help="compile native mode's module (if needed) and exit"
+    )
     args = parser.parse_args()
+    if args.prepare:
+        if args.mode == "native":
+            load_native()
+        return
     url = urlsplit(args.src)
     if url.scheme != "s3" or not url.netloc:
         raise SystemExit(f"{args.src!r}: expected s3://BUCKET/PREFIX/")
@@ -202,7 +257,8 @@ def main() -> None:
         fds.append(fd)
         for offset in range(0, length, size):
             jobs.put(Job(key, fd, offset, min(size, length - offset)))
-    how = Mode(bucket, args.mode == "whole", args.piece, size)
+    native = load_native() if args.mode == "native" else None
+    how = Mode(bucket, args.mode == "whole", args.piece, size, native)
     threads = [threading.Thread(target=worker, args=(c, jobs, how, errors)) for c in clients]
     for t in threads:
         jobs.put(None)

@@ -16,7 +16,8 @@ the order rotated each round. A tool is
 * ``bare...`` (any name starting so, e.g. ``bare16``, ``bare32pipe``):
   ``benchmarks/bare_download.py`` with ``::ARGS`` (``--range-mib 32
   --mode pipe``), the floor of a Python data plane: threads, ranged GETs,
-  no journal, no retries.
+  no journal, no retries; ``--mode native`` is the floor of a native one
+  (``bare_native.c``, compiled on first use).
 
 Each run is a fresh process into an empty directory; its CPU comes from
 ``os.wait4``, the server's from its process tree, and its files are checked
@@ -152,6 +153,11 @@ def main() -> None:
     except ValueError as exc:
         raise SystemExit(f"--rows: {exc}") from None
     s5cmd = Peers.load(args.peers_venv).path("s5cmd") if args.peers_venv.is_dir() else None
+    for tool in tools:  # native mode's compile, outside the timed runs
+        if tool.bare:
+            script = str(HERE / "bare_download.py")
+            prepare = [sys.executable, script, "--prepare", "--endpoint-url", "-", "-", "-"]
+            subprocess.run([*prepare, *tool.args], env={**os.environ, **tool.env}, check=True)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="s3-ab-"))
     target = SeaweedTarget(work, peers_venv=args.peers_venv if args.peers_venv.is_dir() else None)
     target.start()
