@@ -61,22 +61,31 @@ class Job:
 
 
 class Client:
-    """Signed HTTP/1.1 requests on one blocking socket."""
+    """Signed HTTP/1.1 requests on one blocking socket (a new one after a
+    response that says ``Connection: close``, as moto's do)."""
 
     def __init__(self, endpoint: str, region: str) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme != "http" or not parts.hostname:
             raise SystemExit(f"--endpoint-url {endpoint!r}: expected http://HOST:PORT")
         self.host = parts.netloc
-        self.sock = socket.create_connection((parts.hostname, parts.port or 80))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.address = (parts.hostname, parts.port or 80)
+        self.sock = self._connect()
         self.signer = SigV4Signer(region)
         self.access = os.environ["AWS_ACCESS_KEY_ID"]
         self.secret = os.environ["AWS_SECRET_ACCESS_KEY"]
         self.head = b""  # the last response's status line and headers
 
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self.address)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
     def send(self, path: str, query: str = "", headers: dict[str, str] | None = None) -> bytes:
         """Send a GET; return the bytes after the response head (the head is checked)."""
+        if b"\r\nconnection: close" in self.head.lower():
+            self.sock.close()
+            self.sock = self._connect()
         h = dict(headers or {})
         self.signer.sign(
             "GET", self.host, path, query, h, access_key=self.access, secret_key=self.secret
