@@ -130,7 +130,9 @@ static PyObject *py_recv_crc_pwrite(PyObject *self, PyObject *args) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 struct pollfd p = {sock, POLLIN, 0};
-                if (poll(&p, 1, 60000) <= 0) { err = errno ? errno : ETIMEDOUT; break; }
+                int ready = poll(&p, 1, 60000);
+                if (ready == 0) { err = ETIMEDOUT; break; } /* errno is stale here */
+                if (ready < 0 && errno != EINTR) { err = errno; break; }
                 continue;
             }
             err = errno; break;
