@@ -21,10 +21,11 @@ the order rotated each round. A tool is
 
 Each run is a fresh process into an empty directory; its CPU comes from
 ``os.wait4``, the server's from its process tree, and its files are checked
-(count and bytes). Printed per row: each tool's medians (wall, user,
-system, server CPU seconds) and, against the first tool, the median of the
-per-round wall differences and in how many rounds it was lower -- the
-figure to quote, since absolute times on a shared machine drift::
+after it, outside the timing: every name and CRC32C against the source's.
+Printed per row: each tool's medians (wall, user, system, server CPU
+seconds) and, against the first tool, the median of the per-round wall
+differences and in how many rounds it was lower -- the figure to quote,
+since absolute times on a shared machine drift::
 
     python benchmarks/s3_download_ab.py --rows 1x1GiB,10x100MiB --rounds 8 \\
         before=/path/to/old/worktree after=. s5cmd
@@ -47,6 +48,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import fastcrc
 
 from synxfer_bench.datagen import ensure_row_data
 from synxfer_bench.scenarios import parse_rows
@@ -102,10 +105,25 @@ def tree_env(target: SeaweedTarget, tool: Tool) -> dict[str, str]:
     return env
 
 
+def tree_crcs(root: Path) -> dict[str, int]:
+    """Each file's CRC32C under ``root``, by its path relative to it."""
+    crcs = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        crc = 0
+        with path.open("rb") as f:
+            while chunk := f.read(8 << 20):
+                crc = fastcrc.crc32.iscsi(chunk, crc)
+        crcs[path.relative_to(root).as_posix()] = crc
+    return crcs
+
+
 def run_once(
-    target: SeaweedTarget, tool: Tool, cmd: list[str], out: Path, expect: tuple[int, int]
+    target: SeaweedTarget, tool: Tool, cmd: list[str], out: Path, expect: dict[str, int]
 ) -> tuple[float, float, float, float]:
-    """One download: (wall, client user, client system, server CPU) seconds."""
+    """One download: (wall, client user, client system, server CPU) seconds.
+
+    After the timed run, every file's name and CRC32C must be the source's:
+    a tool that wrote wrong bytes fast is a failure, not a result."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     env = tree_env(target, tool)
@@ -117,10 +135,10 @@ def run_once(
     server = (target.server_cpu() or 0.0) - before
     if status != 0:
         raise SystemExit(f"{tool.name}: {' '.join(cmd)} exited with status {status}")
-    files = [p for p in out.rglob("*") if p.is_file()]
-    got = (len(files), sum(p.stat().st_size for p in files))
+    got = tree_crcs(out)
     if got != expect:
-        raise SystemExit(f"{tool.name}: downloaded {got} (files, bytes), expected {expect}")
+        wrong = sorted(set(got.items()) ^ set(expect.items()))[:3]
+        raise SystemExit(f"{tool.name}: its files differ from the source's (path, CRC32C): {wrong}")
     return wall, usage.ru_utime, usage.ru_stime, server
 
 
@@ -169,7 +187,7 @@ def main() -> None:
             url = target.url(f"ab/{row.name}")
             upload = synxfer_cp(endpoint, f"{src}/", f"{url}/")
             subprocess.run(upload, env=tree_env(target, first), check=True)
-            expect = (row.files, row.total_bytes)
+            expect = tree_crcs(src)
             results: dict[str, list[tuple[float, float, float, float]]] = {
                 t.name: [] for t in tools
             }

@@ -1,10 +1,10 @@
 """benchmarks/bare_download.py, the A/Bs' floor tool: its files must be the objects.
 
-``s3_download_ab.py`` checks each run's file count and bytes, not their
-content, so a floor that wrote the wrong bytes quickly would look like a
-result. Here each mode downloads objects with odd sizes over a real HTTP
-server (moto), in ranges smaller than the objects, and every file is
-compared with its object. ``native`` mode compiles ``bare_native.c`` with
+A floor that wrote the wrong bytes quickly would look like a result.
+``s3_download_ab.py`` checks each run's files, but it is run by hand, on
+SeaweedFS; this runs with the suite. Each mode downloads objects with odd
+sizes over a real HTTP server (moto), in ranges smaller than the objects,
+and every file is compared with its object. ``native`` mode compiles ``bare_native.c`` with
 the system's C compiler (decision 0024), so it needs one and an x86-64 CPU
 with SSE4.2.
 """
