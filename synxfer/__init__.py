@@ -28,6 +28,7 @@ from ._exceptions import (
 )
 from ._models import (
     Action,
+    BucketInfo,
     CompletedPart,
     Event,
     EventKind,
@@ -86,6 +87,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "BackendOptions",
+    "BucketInfo",
     "BucketNotFound",
     "Capabilities",
     "Checksum",

@@ -12,6 +12,7 @@ __all__ = [
     "SSE_ALGORITHMS",
     "WRITE_OPTION_NAMES",
     "Action",
+    "BucketInfo",
     "CompletedPart",
     "Event",
     "EventKind",
@@ -60,6 +61,18 @@ class ObjectInfo:
     content_type: str | None = None
     checksums: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     encryption: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BucketInfo:
+    """A bucket an account can see (``Client.list_buckets``, ``synxfer ls``).
+
+    ``created`` is seconds since the epoch of the bucket's creation, as the
+    service reports it (S3's CreationDate), None when it reports none.
+    """
+
+    name: str
+    created: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

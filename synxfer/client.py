@@ -23,7 +23,7 @@ from typing import TypedDict, Unpack
 
 from ._config import TransferConfig, check_capabilities, check_write_options
 from ._exceptions import BucketNotFound, ConfigError, NotFound
-from ._models import Event, ObjectInfo, TransferResult, WriteOptions
+from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location, parse_location
 from .backend import Backend, BackendOptions, open_backend, resolve
 from .engine.compare import Compare
@@ -653,12 +653,26 @@ class Client:
                 raise _no_buckets(backend.scheme, "delete_bucket") from None
         return result
 
+    async def list_buckets(self, scheme: str = "s3") -> list[BucketInfo]:
+        """The buckets the credentials can see on ``scheme``'s service
+        (``"s3"`` or ``"s3://"``): ``aws s3 ls``, ``synxfer ls``.
+
+        Uses the client's endpoint, region and profile for that scheme, as
+        any other call. A scheme whose backend cannot list buckets raises
+        ConfigError; an unknown one, UnknownScheme.
+        """
+        name = scheme.lower().removesuffix("://")
+        _refuse_without(name, "list_buckets")
+        backend = await self._backend(Location(name, "", "", None))
+        try:
+            return await backend.list_buckets()
+        except NotImplementedError:
+            raise _no_buckets(name, "list_buckets") from None
+
     async def _bucket_backend(self, url: str, primitive: str) -> Backend:
         """The backend of the bucket ``url`` names, whose class has ``primitive``."""
         loc = self._remote(url)
-        factory = resolve(loc.scheme)
-        if isinstance(factory, type) and getattr(factory, primitive) is getattr(Backend, primitive):
-            raise _no_buckets(loc.scheme, primitive)
+        _refuse_without(loc.scheme, primitive)
         if loc.key.strip("/"):
             raise ConfigError(
                 f"{url} names an object, not a bucket: give a URL like {loc.scheme}://{loc.bucket}"
@@ -757,8 +771,17 @@ def _source_deletes(done: Sequence[Job]) -> list[Job]:
     return local + remote
 
 
+def _refuse_without(scheme: str, primitive: str) -> None:
+    """ConfigError when ``scheme``'s backend class leaves the bucket
+    ``primitive`` to :class:`Backend` (which cannot do it)."""
+    factory = resolve(scheme)
+    if isinstance(factory, type) and getattr(factory, primitive) is getattr(Backend, primitive):
+        raise _no_buckets(scheme, primitive)
+
+
 def _no_buckets(scheme: str, primitive: str) -> ConfigError:
-    verb = "created" if primitive == "create_bucket" else "removed"
+    verbs = {"create_bucket": "created", "delete_bucket": "removed", "list_buckets": "listed"}
+    verb = verbs[primitive]
     return ConfigError(
         f"{scheme}:// buckets cannot be {verb} here (the backend has no {primitive})"
     )

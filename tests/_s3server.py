@@ -21,9 +21,11 @@ import io
 import logging
 import threading
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 
 import boto3
 import pytest
@@ -32,6 +34,7 @@ from moto.server import ThreadedMotoServer
 from synxfer import BackendOptions, Checksum
 from synxfer.testing import make_checksum
 from synxfer_s3 import S3Backend
+from synxfer_s3._xml import S3_NS
 from synxfer_scp import ScpBackend
 from synxfer_servers.s3 import VerifyChecksums
 
@@ -129,6 +132,9 @@ class S3Front:
     plain_list_parts: bool = False
     #: Upload ids answered with 404 NoSuchUpload (moto answers 500 for unknown ids).
     gone_uploads: set[str] = field(default_factory=set)
+    #: Answer ListBuckets in pages of this many buckets, each but the last with a
+    #: ContinuationToken, as S3 does for long lists (0: moto's single answer).
+    bucket_page: int = 0
     #: Requests being served now, and the most served at once (moto is threaded).
     active: int = 0
     peak_active: int = 0
@@ -163,6 +169,8 @@ class S3Front:
                 [("Content-Range", "bytes 0-9/100"), ("Content-Length", "5"), ("ETag", '"x"')],
             )
             return [b"12345"]
+        if self.bucket_page and environ["REQUEST_METHOD"] == "GET" and path == "/":
+            return self._bucket_page(environ, start_response, query)
         app = self.app
         if self.plain_list_parts and environ["REQUEST_METHOD"] == "GET" and "uploadId=" in query:
             app = self.moto
@@ -174,6 +182,41 @@ class S3Front:
         finally:
             with self._lock:
                 self.active -= 1
+
+    def _bucket_page(
+        self, environ: dict[str, Any], start_response: StartResponse, query: str
+    ) -> list[bytes]:
+        """moto's whole ListBuckets answer, cut into pages of :attr:`bucket_page`;
+        the continuation token is the next bucket's index."""
+        environ["QUERY_STRING"] = ""
+        statuses: list[str] = []
+
+        def capture(status: str, headers: Any, exc_info: Any = None) -> Callable[[bytes], None]:
+            statuses.append(status)
+            return lambda data: None
+
+        answer = b"".join(self.app(environ, capture))
+        if not statuses[0].startswith("200"):
+            return self._error(start_response, 400, "InvalidRequest", statuses[0])
+        names = [
+            (e.findtext(f"{{{S3_NS}}}Name"), e.findtext(f"{{{S3_NS}}}CreationDate"))
+            for e in ET.fromstring(answer).iter(f"{{{S3_NS}}}Bucket")
+        ]
+        start = int(parse_qs(query).get("continuation-token", ["0"])[0])
+        end = start + self.bucket_page
+        items = "".join(
+            f"<Bucket><Name>{n}</Name><CreationDate>{d}</CreationDate></Bucket>"
+            for n, d in names[start:end]
+        )
+        token = f"<ContinuationToken>{end}</ContinuationToken>" if end < len(names) else ""
+        xml = (
+            f'<ListAllMyBucketsResult xmlns="{S3_NS}"><Buckets>{items}</Buckets>'
+            f"{token}</ListAllMyBucketsResult>"
+        ).encode()
+        start_response(
+            "200 OK", [("Content-Type", "application/xml"), ("Content-Length", str(len(xml)))]
+        )
+        return [xml]
 
     @staticmethod
     def _error(start_response: StartResponse, status: int, code: str, msg: str) -> list[bytes]:

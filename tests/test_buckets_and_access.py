@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,51 @@ async def test_buckets_need_a_backend_that_has_them(tmp_path: Path) -> None:
             await c.make_bucket(f"file://{tmp_path}")
         with pytest.raises(ConfigError, match="file:// buckets cannot be removed"):
             await c.remove_bucket(f"file://{tmp_path}")
+        with pytest.raises(ConfigError, match="file:// buckets cannot be listed"):
+            await c.list_buckets("file")
+        with pytest.raises(synxfer.UnknownScheme):
+            await c.list_buckets("nope://")
+
+
+# -- listing buckets (aws s3 ls) ----------------------------------------------------
+
+
+async def test_s3_lists_buckets(server: Server) -> None:
+    names = {_name("lb"), _name("lb")}
+    for name in names:
+        server.admin.create_bucket(Bucket=name)
+    before = len(server.front.seen)
+    async with synxfer.Client(SMALL, endpoint_url=server.url) as c:
+        listed = {b.name: b for b in await c.list_buckets()}
+        assert names <= listed.keys()
+        now = time.time()
+        for name in names:
+            created = listed[name].created
+            assert created is not None
+            assert abs(created - now) < 3600
+        assert names <= {b.name for b in await c.list_buckets("S3://")}
+    (get, _) = [s for s in server.front.seen[before:] if s.method == "GET"]
+    assert (get.path, get.query) == ("/", "")  # the endpoint itself, no bucket
+    assert "/us-east-1/s3/aws4_request" in get.headers["authorization"]  # signed
+
+
+async def test_s3_lists_buckets_page_by_page(server: Server) -> None:
+    names = {_name("pg") for _ in range(3)}
+    for name in names:
+        server.admin.create_bucket(Bucket=name)
+    total = len(server.admin.list_buckets()["Buckets"])
+    before = len(server.front.seen)
+    server.front.bucket_page = 2
+    try:
+        async with synxfer.Client(SMALL, endpoint_url=server.url) as c:
+            listed = [b.name for b in await c.list_buckets()]
+    finally:
+        server.front.bucket_page = 0
+    assert names <= set(listed)
+    assert len(listed) == len(set(listed)) == total
+    queries = [s.query for s in server.front.seen[before:] if s.method == "GET"]
+    assert queries[0] == ""
+    assert queries[1:] == [f"continuation-token={i}" for i in range(2, total, 2)]
 
 
 def test_cli_mb_rb(server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,6 +190,44 @@ def test_cli_mb_rb(server: Server, tmp_path: Path, capsys: pytest.CaptureFixture
     assert line == {"type": "bucket", "action": "remove_bucket", "bucket": f"s3://{name}"}
 
 
+async def test_an_account_level_backend_only_lists_buckets(
+    server: Server, gcs_endpoint: str
+) -> None:
+    """Bucket "" is for list_buckets; any other request says what is missing."""
+    from synxfer_gcs import GcsBackend
+
+    async with S3Backend("", BackendOptions(endpoint_url=server.url)) as s3:
+        with pytest.raises(ConfigError, match=r"^s3:// needs a bucket: s3://bucket/prefix"):
+            await s3.stat("key")
+    async with GcsBackend("", BackendOptions(endpoint_url=gcs_endpoint)) as gcs:
+        with pytest.raises(ConfigError, match=r"^gs:// needs a bucket: gs://bucket/prefix"):
+            await gcs.stat("key")
+        with pytest.raises(ConfigError, match=r"^gs:// needs a bucket"):
+            await gcs.list_page("")
+
+
+def test_cli_ls_lists_buckets(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    name = _name("cli")
+    server.admin.create_bucket(Bucket=name)
+    common = ["--endpoint-url", server.url]
+    assert cli.main(["ls", *common]) == 0  # no URL: aws s3 ls
+    lines = capsys.readouterr().out.splitlines()
+    (line,) = [x for x in lines if x.endswith(f" {name}")]
+    assert len(line) == len(f"2024-01-01 12:00:00 {name}")
+    time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")
+    assert cli.main(["ls", "s3://", "--json", *common]) == 0
+    items = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    (item,) = [i for i in items if i["name"] == name]
+    assert (item["type"], item["bucket"]) == ("bucket", f"s3://{name}")
+    assert item["created"].endswith("+00:00")
+    assert cli.main(["ls", "blocks://"]) == 2
+    err = capsys.readouterr().err
+    assert "blocks:// buckets cannot be listed here" in err
+    assert "Traceback" not in err
+    assert cli.main(["ls", "nope://"]) == 2
+    assert "no backend for scheme 'nope'" in capsys.readouterr().err
+
+
 # -- mb / rb on GCS ----------------------------------------------------------------
 
 
@@ -167,6 +251,31 @@ async def test_gcs_make_and_remove_buckets(gcs_endpoint: str) -> None:
     assert gone.status_code == 404
 
 
+async def test_gcs_lists_buckets(gcs_endpoint: str) -> None:
+    names = {_name("gl"), _name("gl")}
+    async with synxfer.Client(SMALL, endpoints={"gs": gcs_endpoint}) as c:
+        for name in names:
+            await c.make_bucket(f"gs://{name}")
+        listed = {b.name: b for b in await c.list_buckets("gs")}
+        assert names <= listed.keys()
+        for name in names:
+            created = listed[name].created
+            assert created is not None
+            assert abs(created - time.time()) < 3600
+        for name in names:
+            await c.remove_bucket(f"gs://{name}")
+        assert not names & {b.name for b in await c.list_buckets("gs://")}
+
+
+def test_cli_ls_lists_gcs_buckets(gcs_endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    name = _name("gl")
+    assert cli.main(["mb", f"gs://{name}", "--endpoint-url", gcs_endpoint]) == 0
+    capsys.readouterr()
+    assert cli.main(["ls", "gs://", "--endpoint-url", gcs_endpoint]) == 0
+    assert any(line.endswith(f" {name}") for line in capsys.readouterr().out.splitlines())
+    assert cli.main(["rb", f"gs://{name}", "--endpoint-url", gcs_endpoint]) == 0
+
+
 def test_gcs_bucket_project(monkeypatch: pytest.MonkeyPatch) -> None:
     from synxfer_gcs import GcsBackend
 
@@ -182,6 +291,8 @@ def test_gcs_bucket_project(monkeypatch: pytest.MonkeyPatch) -> None:
     signed = BackendOptions(endpoint_url=local, extra={"anonymous": "false"})
     with pytest.raises(ConfigError, match="GOOGLE_CLOUD_PROJECT"):
         GcsBackend("b", signed).http.project()  # no credentials loaded, no project
+    with pytest.raises(ConfigError, match=r"^listing gs:// buckets needs a Google Cloud project"):
+        GcsBackend("", signed).http.project("listing gs:// buckets")
 
 
 # -- anonymous and requester-pays -------------------------------------------------

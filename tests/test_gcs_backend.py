@@ -177,7 +177,9 @@ def test_resolve_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_constructor_validates() -> None:
     local = "http://127.0.0.1:1"
     with pytest.raises(ConfigError, match="bucket"):
-        GcsBackend("", BackendOptions(endpoint_url=local))
+        GcsBackend("a/b", BackendOptions(endpoint_url=local))
+    # Bucket "" is the account-level backend of list_buckets (test_buckets_and_access).
+    assert GcsBackend("", BackendOptions(endpoint_url=local)).url() == "gs://"
     with pytest.raises(ConfigError, match="composite_prefix"):
         GcsBackend("b", BackendOptions(endpoint_url=local, extra={"composite_prefix": "x"}))
     with pytest.raises(ConfigError, match="list_page_size"):

@@ -484,6 +484,15 @@ async def test_seaweed_verifies_and_reports_crc32c(weed_env: Any) -> None:
         await b.delete_many([prefix + "one", prefix + "multi"])
 
 
+async def test_seaweed_lists_buckets_signed(weed_env: Any) -> None:
+    """ListBuckets names no bucket: it is signed for the endpoint itself,
+    which SeaweedFS checks (a wrong secret: the test below)."""
+    import synxfer
+
+    async with synxfer.Client(endpoint_url=weed_env.endpoint_url) as client:
+        assert weed_env.bucket in {b.name for b in await client.list_buckets()}
+
+
 async def test_seaweed_refuses_a_wrong_secret(
     weed_env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -491,6 +500,10 @@ async def test_seaweed_refuses_a_wrong_secret(
     async with S3Backend(weed_env.bucket, BackendOptions(endpoint_url=weed_env.endpoint_url)) as b:
         with pytest.raises(PermissionDenied, match="check the credentials") as exc:
             await b.list_page("")
+    assert "not-the-secret" not in str(exc.value)
+    async with S3Backend("", BackendOptions(endpoint_url=weed_env.endpoint_url)) as account:
+        with pytest.raises(PermissionDenied, match="check the credentials") as exc:
+            await account.list_buckets()
     assert "not-the-secret" not in str(exc.value)
 
 

@@ -39,11 +39,13 @@ from synxfer_s3._credentials import (
 from synxfer_s3._sigv4 import SigV4Signer, canonical_query, quote_path
 from synxfer_s3._wire import S3Wire
 from synxfer_s3._xml import (
+    XmlError,
     complete_multipart_body,
     delete_body,
     parse_error,
     parse_http_date,
     parse_iso_date,
+    parse_list_buckets,
     parse_list_objects_v2,
 )
 
@@ -441,6 +443,30 @@ def test_listing_without_encoding_keeps_keys() -> None:
     assert [o.key for o in page.objects] == ["a+b%20&"]
     assert not page.truncated
     assert page.next_token is None
+
+
+def test_bucket_lists() -> None:
+    body = (
+        b'<?xml version="1.0" encoding="UTF-8"?>'
+        b'<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Owner><ID>o</ID></Owner><Buckets>"
+        b"<Bucket><Name>a.b-c</Name><CreationDate>2024-01-02T03:04:05.000Z</CreationDate>"
+        b"<BucketRegion>eu-west-1</BucketRegion></Bucket>"
+        b"<Bucket><Name>d</Name></Bucket>"
+        b"</Buckets><ContinuationToken>tok/+=</ContinuationToken></ListAllMyBucketsResult>"
+    )
+    page = parse_list_buckets(body)
+    assert [(b.name, b.created) for b in page.buckets] == [("a.b-c", 1704164645.0), ("d", None)]
+    assert page.next_token == "tok/+="
+    # No namespace, no token (the last page, or a server that does not page it).
+    page = parse_list_buckets(b"<ListAllMyBucketsResult><Buckets/></ListAllMyBucketsResult>")
+    assert page == ([], None)
+    with pytest.raises(XmlError, match="without a <Name>"):
+        parse_list_buckets(
+            b"<ListAllMyBucketsResult><Buckets><Bucket/></Buckets></ListAllMyBucketsResult>"
+        )
+    with pytest.raises(XmlError, match="got an <Error>"):
+        parse_list_buckets(b"<Error><Code>AccessDenied</Code></Error>")
 
 
 def test_dates() -> None:

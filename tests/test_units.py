@@ -297,6 +297,7 @@ def test_public_api_surface() -> None:
         # backend SDK
         "Backend", "BackendOptions", "Capabilities", "Checksum", "ObjectInfo", "ReadResult",
         "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart", "PendingUpload", "PartInfo",
+        "BucketInfo",
         # errors
         "SynxferError", "ConfigError", "InvalidURL", "UnknownScheme", "BackendError",
         "NotFound", "BucketNotFound", "PermissionDenied", "PreconditionFailed",

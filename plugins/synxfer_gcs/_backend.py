@@ -84,6 +84,7 @@ from synxfer.backend import (
     BackendError,
     BackendOptions,
     BodyTooLarge,
+    BucketInfo,
     BucketNotFound,
     Capabilities,
     Checksum,
@@ -120,6 +121,7 @@ from ._wire import (
     option_fields,
     parse_json_body,
     resource,
+    rfc3339_seconds,
     stored_metadata,
 )
 
@@ -177,7 +179,7 @@ class GcsBackend(Backend):
     )
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:
-        if not bucket or "/" in bucket:
+        if "/" in bucket:  # "" is the account-level backend of list_buckets
             raise ConfigError(f"gs:// needs a bucket name: gs://bucket/prefix (got {bucket!r})")
         self.bucket = bucket
         self.options = options
@@ -708,6 +710,37 @@ class GcsBackend(Backend):
             json_body=body,
         )
         self.http.bucket_known(True)
+
+    async def list_buckets(self) -> list[BucketInfo]:
+        """buckets.list, page after page, in the project :meth:`GcsHttp.project`
+        names (the one new buckets go in)."""
+        params = {
+            "project": self.http.project("listing gs:// buckets"),
+            "maxResults": "1000",
+            "fields": "nextPageToken,items(name,timeCreated)",
+        }
+        out: list[BucketInfo] = []
+        token: str | None = None
+        while True:
+            if token is not None:
+                params["pageToken"] = token
+            response = await self.http.call(
+                "GET", "/storage/v1/b", what="list buckets", params=params
+            )
+            doc = self.http.json(response, "")
+            for item in doc.get("items") or []:
+                if isinstance(item, dict) and item.get("name"):
+                    out.append(
+                        BucketInfo(str(item["name"]), rfc3339_seconds(item.get("timeCreated")))
+                    )
+            following = doc.get("nextPageToken") or None
+            if following is None:
+                return out
+            if following == token:
+                raise BackendError(
+                    "the bucket listing returned the same page token twice", url="gs://"
+                )
+            token = str(following)
 
     async def delete_bucket(self) -> None:
         """buckets.delete, after deleting what this backend keeps under its

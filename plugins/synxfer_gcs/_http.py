@@ -119,7 +119,7 @@ class GcsHttp:
         self._prefix = parts.path
         self._auth: GoogleAuth | None = None
         self._bucket_exists = False
-        self._b = quote(bucket, safe="")
+        self._quoted = quote(bucket, safe="")
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -173,6 +173,17 @@ class GcsHttp:
         return self._client
 
     # -- paths ---------------------------------------------------------------
+
+    @property
+    def _b(self) -> str:
+        """The bucket, quoted for a path; ConfigError on the account-level
+        backend (bucket ``""``), which serves ``list_buckets`` alone."""
+        if not self._quoted:
+            raise ConfigError(
+                "gs:// needs a bucket: gs://bucket/prefix (a backend made for bucket '' "
+                "only lists buckets)"
+            )
+        return self._quoted
 
     def object_path(self, key: str) -> str:
         return f"/storage/v1/b/{self._b}/o/{quote(key, safe='')}"
@@ -352,7 +363,7 @@ class GcsHttp:
         if response.status_code == 200:
             self._bucket_exists = True
 
-    def project(self) -> str:
+    def project(self, purpose: str = "creating a gs:// bucket") -> str:
         """The project new buckets go in: ``options.extra["project"]``, else
         ``GOOGLE_CLOUD_PROJECT`` (or ``CLOUDSDK_CORE_PROJECT``,
         ``GCLOUD_PROJECT``), else the credentials' project; anonymous (an
@@ -372,7 +383,7 @@ class GcsHttp:
         if self.anonymous:
             return "_"  # emulators take any project
         raise ConfigError(
-            "creating a gs:// bucket needs a Google Cloud project: set GOOGLE_CLOUD_PROJECT "
+            f"{purpose} needs a Google Cloud project: set GOOGLE_CLOUD_PROJECT "
             "or the gs backend option project (backend_options={'gs': {'project': ...}})"
         )
 

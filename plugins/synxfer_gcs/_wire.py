@@ -43,6 +43,7 @@ __all__ = [
     "parse_json_body",
     "read_metadata",
     "resource",
+    "rfc3339_seconds",
     "stored_metadata",
 ]
 
@@ -109,7 +110,7 @@ def object_info(doc: Mapping[str, Any], key: str | None, url: Callable[[str], st
     return ObjectInfo(
         key=name,
         size=size,
-        mtime=_rfc3339(doc.get("updated")),
+        mtime=rfc3339_seconds(doc.get("updated")),
         etag=str(generation) if generation is not None else None,
         metadata=metadata,
         content_type=doc.get("contentType") or None,
@@ -264,7 +265,8 @@ def multipart_related(doc: Mapping[str, Any]) -> tuple[bytes, bytes, str]:
     return head, tail, f"multipart/related; boundary={boundary}"
 
 
-def _rfc3339(value: object) -> float | None:
+def rfc3339_seconds(value: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time in a resource (None if absent or bad)."""
     if not isinstance(value, str) or not value:
         return None
     try:

@@ -36,8 +36,9 @@ Design choices, briefly:
   ``Content-Encoding``, ``Content-Disposition``, ``x-amz-meta-*``,
   ``Content-Type``) on PutObject, CreateMultipartUpload and CopyObject.
 * **Buckets.** :meth:`S3Backend.create_bucket` (CreateBucket, with a
-  LocationConstraint unless the region is ``us-east-1``) and
-  :meth:`S3Backend.delete_bucket`.
+  LocationConstraint unless the region is ``us-east-1``),
+  :meth:`S3Backend.delete_bucket` and, on the account-level backend
+  (bucket ``""``), :meth:`S3Backend.list_buckets` (ListBuckets).
 
 Credentials come from the environment or botocore's standard chain
 (profile, container/instance metadata...) and are never held by this
@@ -60,6 +61,7 @@ from synxfer.backend import (
     BackendError,
     BackendOptions,
     BodyTooLarge,
+    BucketInfo,
     BucketNotFound,
     Capabilities,
     Checksum,
@@ -170,8 +172,8 @@ class S3Backend(Backend):
     recv_threads: ClassVar[bool] = False
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:
-        if not bucket:
-            raise ConfigError(f"{self.scheme}:// needs a bucket: {self.scheme}://bucket/prefix")
+        # Bucket "" is the account-level backend of list_buckets; the wire
+        # refuses any other request without a bucket.
         self.bucket = bucket
         self.options = options
         self.endpoint_url = self._resolve_endpoint()
@@ -677,6 +679,22 @@ class S3Backend(Backend):
         """DeleteBucket: the bucket must hold no object (``BucketNotEmpty``)."""
         await self.wire.delete_bucket(self.bucket)
         self._bucket_exists = False
+
+    async def list_buckets(self) -> list[BucketInfo]:
+        """ListBuckets, page after page: the buckets the credentials own."""
+        out: list[BucketInfo] = []
+        token: str | None = None
+        while True:
+            page = await self.wire.list_buckets(token)
+            out.extend(BucketInfo(b.name, b.created) for b in page.buckets)
+            if page.next_token is None:
+                return out
+            if page.next_token == token:
+                raise BackendError(
+                    "the bucket listing returned the same continuation token twice",
+                    url=self.url(),
+                )
+            token = page.next_token
 
     # -- for _copy -------------------------------------------------------------------
 

@@ -172,16 +172,25 @@ class SignedClient:
         await self.aclose()
 
     def url(self, bucket: str, key: str = "") -> str:
-        """``s3://bucket/key``, for messages."""
-        return f"{self.label}://{bucket}/{key}"
+        """``s3://bucket/key``, for messages (``s3://`` for the service itself)."""
+        return f"{self.label}://{bucket}/{key}" if bucket else f"{self.label}://"
 
     # -- addressing and signing ------------------------------------------------
 
-    def _address(self, bucket: str) -> _Address:
+    def _address(self, bucket: str, *, service: bool = False) -> _Address:
+        """Where ``bucket``'s requests go; with ``service``, the requests that
+        name no bucket (ListBuckets): the endpoint itself."""
+        if service:
+            host = self._host
+            header = host_header(host, self._explicit_port, self._scheme)
+            return _Address(self._scheme, host, self._port, header, self._base)
         address = self._addresses.get(bucket)
         if address is None:
             if not bucket:
-                raise ConfigError("S3 requests need a bucket")
+                raise ConfigError(
+                    f"{self.label}:// needs a bucket: {self.label}://bucket/prefix (a backend "
+                    "made for bucket '' only lists buckets)"
+                )
             virtual = self.addressing == "virtual" or (
                 self.addressing == "auto"
                 and not self._host_is_ip
@@ -213,8 +222,9 @@ class SignedClient:
         body: Body | None = None,
         sink: memoryview | None = None,
         sink_status: int = 0,
+        service: bool = False,
     ) -> HttpResponse:
-        address = self._address(bucket)
+        address = self._address(bucket, service=service)
         if key is None:
             path = address.prefix or "/"
         else:

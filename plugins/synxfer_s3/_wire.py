@@ -40,6 +40,7 @@ from ._headers import (
 )
 from ._signed import Addressing, SignedClient, s3_code
 from ._xml import (
+    BucketList,
     CompleteResult,
     CopyResult,
     DeleteError,
@@ -54,6 +55,7 @@ from ._xml import (
     parse_copy,
     parse_delete_result,
     parse_initiate,
+    parse_list_buckets,
     parse_list_objects_v2,
     parse_list_parts,
     parse_list_uploads,
@@ -161,6 +163,16 @@ class S3Wire(SignedClient):
     async def delete_bucket(self, bucket: str) -> None:
         """DeleteBucket (``BucketNotEmpty`` while it holds objects)."""
         await self._request("DeleteBucket", "DELETE", bucket, None)
+
+    async def list_buckets(self, continuation_token: str | None = None) -> BucketList:
+        """One ListBuckets page (``GET /`` on the endpoint): the buckets the
+        credentials own. Servers that do not page it answer with all of them."""
+        query = (("continuation-token", continuation_token),) if continuation_token else ()
+        response = await self._request("ListBuckets", "GET", "", None, query=query, service=True)
+        try:
+            return parse_list_buckets(response.body)
+        except XmlError as exc:
+            raise self._bad_xml("ListBuckets", exc, "") from None
 
     def _get_headers(
         self, offset: int, length: int | None, if_match: str | None, checksum_mode: bool

@@ -22,10 +22,12 @@ from urllib.parse import unquote_plus
 
 __all__ = [
     "S3_NS",
+    "BucketList",
     "CompleteResult",
     "CopyResult",
     "DeleteError",
     "ErrorInfo",
+    "ListedBucket",
     "ListedObject",
     "ListedPart",
     "ListedUpload",
@@ -44,6 +46,7 @@ __all__ = [
     "parse_http_date",
     "parse_initiate",
     "parse_iso_date",
+    "parse_list_buckets",
     "parse_list_objects_v2",
     "parse_list_parts",
     "parse_list_uploads",
@@ -386,6 +389,36 @@ def parse_list_parts(data: Data) -> PartList:
     truncated = _true(_text(root, ns + "IsTruncated"))
     marker = _text(root, ns + "NextPartNumberMarker")
     return PartList(parts, truncated, _int(marker) if marker else None)
+
+
+class ListedBucket(NamedTuple):
+    """One ``<Bucket>`` of a ListBuckets answer."""
+
+    name: str
+    created: float | None
+
+
+class BucketList(NamedTuple):
+    """One ListBuckets page; ``next_token`` is None on the last one (and
+    always from servers that do not page it)."""
+
+    buckets: list[ListedBucket]
+    next_token: str | None
+
+
+def parse_list_buckets(data: Data) -> BucketList:
+    root, ns = _root(data)
+    _expect(root, ns, "ListAllMyBucketsResult")
+    buckets = [
+        ListedBucket(
+            name=_text(b, ns + "Name") or "",
+            created=parse_iso_date(_text(b, ns + "CreationDate")),
+        )
+        for b in root.iter(ns + "Bucket")
+    ]
+    if any(not b.name for b in buckets):
+        raise XmlError("a <Bucket> without a <Name>")
+    return BucketList(buckets, _text(root, ns + "ContinuationToken") or None)
 
 
 class ListedUpload(NamedTuple):

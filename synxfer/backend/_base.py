@@ -15,6 +15,7 @@ from typing import ClassVar, Literal, Self
 from .._config import GiB, MiB
 from .._exceptions import PreconditionFailed
 from .._models import (
+    BucketInfo,
     CompletedPart,
     ListPage,
     MultipartUpload,
@@ -131,7 +132,10 @@ class Backend(abc.ABC):
     bucket: str = ""
 
     def url(self, key: str = "") -> str:
-        """The URL of ``key`` in this backend, for messages and events."""
+        """The URL of ``key`` in this backend, for messages and events
+        (``s3://`` for an account-level backend, see :meth:`list_buckets`)."""
+        if not self.bucket:
+            return f"{self.scheme}://"
         return f"{self.scheme}://{self.bucket}/{key}"
 
     def __repr__(self) -> str:
@@ -338,6 +342,17 @@ class Backend(abc.ABC):
         bucket raises BucketNotFound.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot delete buckets")
+
+    async def list_buckets(self) -> list[BucketInfo]:
+        """The buckets the backend's credentials can see, by name (``synxfer ls``
+        with no bucket, ``aws s3 ls``).
+
+        The client calls it on a backend constructed for bucket ``""`` (an
+        account-level backend, opened and closed as any other, which serves
+        this call alone), and only when the class overrides it: a backend
+        that lists buckets accepts the empty bucket in its constructor.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot list buckets")
 
     # -- conveniences built on the primitives --------------------------------
 

@@ -364,7 +364,13 @@ def _mv(mv: Parser) -> None:
 
 
 def _ls(ls: Parser) -> None:
-    ls.add_argument("url", help="URL like s3://bucket/prefix/")
+    ls.add_argument(
+        "url",
+        nargs="?",
+        default="s3://",
+        help="URL like s3://bucket/prefix/; none, or only a scheme (s3://, gs://), "
+        "lists the buckets",
+    )
     ls.add_argument("--recursive", action="store_true", help="list all keys under the prefix")
     ls.add_argument("--json", action="store_true", help="print one JSON object per line")
     ls.add_argument("--human-readable", action="store_true", help="show sizes in KiB, MiB, GiB")
@@ -424,8 +430,9 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[Parser], None]]] = {
         _mv,
     ),
     "ls": (
-        "list objects and prefixes under a URL",
-        "List objects and common prefixes (PRE) under a URL.",
+        "list objects and prefixes under a URL, or the buckets",
+        "List objects and common prefixes (PRE) under a URL. With no URL, or a scheme "
+        "alone (s3://, gs://), list the buckets, as aws s3 ls does.",
         _ls,
     ),
     "rm": (

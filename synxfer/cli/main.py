@@ -79,6 +79,9 @@ def _check_locations(args: argparse.Namespace) -> None:
     """Fail fast, with exit code 2, on malformed URLs, unknown schemes, missing paths."""
     from ..backend import resolve
 
+    if args.command == "ls" and (scheme := _bucket_scheme(args.url)) is not None:
+        resolve(scheme)  # the buckets of a service: raises UnknownScheme, with an install hint
+        return
     values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
     locations = [parse_location(v) for v in values]
     for loc in locations:
@@ -187,6 +190,15 @@ def _uses_aws_settings(args: argparse.Namespace) -> bool:
     return any(str(v).lower().startswith(("s3://", "scp://")) for v in values)
 
 
+def _bucket_scheme(url: str) -> str | None:
+    """The scheme of a URL that names only a service (``s3://``): ``ls`` lists
+    its buckets, as ``aws s3 ls`` does."""
+    import re
+
+    m = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*)://", url)
+    return m.group(1).lower() if m is not None and m.group(1).lower() != "file" else None
+
+
 def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
     import datetime as _dt
 
@@ -239,9 +251,35 @@ def _ls_json(item: ObjectInfo | str) -> str:
     )
 
 
+async def _ls_buckets(client: Client, scheme: str, args: argparse.Namespace) -> None:
+    """``aws s3 ls``: one line per bucket, its creation time (local) and name."""
+    import datetime as _dt
+    import json
+
+    for bucket in await client.list_buckets(scheme):
+        if args.json:
+            when = None
+            if bucket.created is not None:
+                when = _dt.datetime.fromtimestamp(bucket.created, _dt.UTC).isoformat()
+            url = f"{scheme}://{bucket.name}"
+            print(
+                json.dumps({"type": "bucket", "bucket": url, "name": bucket.name, "created": when})
+            )
+        else:
+            when = " " * 19
+            if bucket.created is not None:
+                stamp = _dt.datetime.fromtimestamp(bucket.created)
+                when = stamp.strftime("%Y-%m-%d %H:%M:%S")
+            print(f"{when} {bucket.name}")
+
+
 async def _ls(client: Client, args: argparse.Namespace) -> None:
     import json
 
+    scheme = _bucket_scheme(args.url)
+    if scheme is not None:
+        await _ls_buckets(client, scheme, args)
+        return
     count = total = 0
     async for item in client.ls(args.url, recursive=args.recursive):
         if isinstance(item, ObjectInfo):

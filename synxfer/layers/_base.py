@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._models import (
+    BucketInfo,
     CompletedPart,
     ListPage,
     MultipartUpload,
@@ -160,3 +161,6 @@ class Layer(Backend):
 
     async def delete_bucket(self) -> None:
         await self._call("delete_bucket", self.inner.delete_bucket)
+
+    async def list_buckets(self) -> list[BucketInfo]:
+        return await self._call("list_buckets", self.inner.list_buckets)

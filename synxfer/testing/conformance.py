@@ -46,6 +46,9 @@ Beyond the rules in :mod:`synxfer.backend`, the kit pins down:
 * ``list_page`` prefixes are plain string prefixes (not directories),
   results are in key order across pages, and uploads in progress are
   never listed.
+* ``list_buckets``, where a backend has it, is served by a backend of its
+  class opened for bucket ``""`` with the same ``options``, and names the
+  bucket under test once.
 * ``delete_many`` reports no failure for missing keys.
 * A put or part with a wrong checksum raises a BackendError and stores
   nothing; after a failed upload the old object is intact.
@@ -73,7 +76,7 @@ import pytest
 
 from .._exceptions import BackendError, NotFound, PreconditionFailed
 from .._models import CompletedPart, ObjectInfo, WriteOptions
-from ..backend import Backend
+from ..backend import Backend, BackendFactory, BackendOptions
 from ._kit import (
     UNICODE_KEY,
     BackendFixtures,
@@ -374,6 +377,22 @@ class ListTests(_Kit):
         finally:
             await backend.abort_multipart(upload)
         assert await _keys(backend, key_prefix) == [done]
+
+    async def test_list_buckets_names_this_one(self, backend: Backend) -> None:
+        """A backend that lists buckets (optional) does it from an account-level
+        backend: its class, bucket ``""``, the same options."""
+        cls = type(backend)
+        if cls.list_buckets is Backend.list_buckets:
+            pytest.skip("this backend does not list buckets (optional)")
+        options = getattr(backend, "options", None)
+        if not isinstance(options, BackendOptions):
+            pytest.skip("the backend keeps no `options` to open an account-level one with")
+        factory: BackendFactory = cls  # the entry point's contract: Factory(bucket, options)
+        async with factory("", options) as account:
+            buckets = await account.list_buckets()
+        names = [b.name for b in buckets]
+        assert backend.bucket in names
+        assert len(names) == len(set(names))
 
 
 async def _keys_after(backend: Backend, prefix: str, cursor: str) -> list[str]:
