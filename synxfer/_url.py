@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ._exceptions import InvalidURL
 
-__all__ = ["Location", "parse_location"]
+__all__ = ["Location", "parse_location", "service_scheme"]
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", re.DOTALL)
 
@@ -68,3 +68,13 @@ def parse_location(value: str | Path) -> Location:
             f"letters, digits, '.', '_' and '-'"
         )
     return Location(scheme, bucket, key, None)
+
+
+def service_scheme(value: str) -> str | None:
+    """The scheme of a URL that names a service and nothing in it (``s3://``,
+    lowercased), whose buckets ``ls`` lists; None for anything else, and for
+    ``file://`` (a path: the file backend's root)."""
+    m = _SCHEME.match(value)
+    if m is None or m.group(2) or m.group(1).lower() == "file":
+        return None
+    return m.group(1).lower()

@@ -204,6 +204,8 @@ async def test_an_account_level_backend_only_lists_buckets(
             await gcs.stat("key")
         with pytest.raises(ConfigError, match=r"^gs:// needs a bucket"):
             await gcs.list_page("")
+        with pytest.raises(ConfigError, match=r"^gs:// needs a bucket"):
+            await gcs.copy("a", "b", WriteOptions())
 
 
 def test_cli_ls_lists_buckets(server: Server, capsys: pytest.CaptureFixture[str]) -> None:

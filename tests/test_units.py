@@ -13,7 +13,7 @@ import pytest
 
 import synxfer
 from synxfer import Capabilities, GiB, KiB, MiB, TransferConfig
-from synxfer._url import parse_location
+from synxfer._url import parse_location, service_scheme
 from synxfer.engine.budget import ByteBudget
 from synxfer.engine.filters import Filters
 from synxfer.engine.localtree import safe_join
@@ -175,6 +175,14 @@ def test_parse_location() -> None:
     ]:
         with pytest.raises(synxfer.InvalidURL, match=msg):
             parse_location(bad)
+
+
+def test_service_scheme() -> None:
+    """The URLs ``ls`` takes as "list the buckets": a scheme and nothing else."""
+    assert service_scheme("s3://") == "s3"
+    assert service_scheme("GS://") == "gs"
+    for other in ("s3://b", "s3:///", "file://", "s3:/", "./s3://", ""):
+        assert service_scheme(other) is None, other
 
 
 @pytest.mark.parametrize(

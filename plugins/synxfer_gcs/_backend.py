@@ -201,7 +201,6 @@ class GcsBackend(Backend):
         #: Requests in flight inside one call that fans out (compose, cleanup).
         self.fanout = max(1, min(8, options.max_connections))
         self._composer = Composer(self)
-        self._b = quote(bucket, safe="")
 
     def __repr__(self) -> str:
         parts = urlsplit(self.endpoint_url)  # no userinfo, should a URL carry any
@@ -630,7 +629,7 @@ class GcsBackend(Backend):
             }
         body.update(option_fields(options))
         source = f"/storage/v1/b/{quote(src_bucket, safe='')}/o/{quote(src_key, safe='')}"
-        path = f"{source}/rewriteTo/b/{self._b}/o/{quote(dst_key, safe='')}"
+        path = f"{source}/rewriteTo/b/{self.http.quoted_bucket}/o/{quote(dst_key, safe='')}"
         token: str | None = None
         for _ in range(100_000):
             params = {"projection": "noAcl"}

@@ -175,7 +175,7 @@ class GcsHttp:
     # -- paths ---------------------------------------------------------------
 
     @property
-    def _b(self) -> str:
+    def quoted_bucket(self) -> str:
         """The bucket, quoted for a path; ConfigError on the account-level
         backend (bucket ``""``), which serves ``list_buckets`` alone."""
         if not self._quoted:
@@ -186,19 +186,19 @@ class GcsHttp:
         return self._quoted
 
     def object_path(self, key: str) -> str:
-        return f"/storage/v1/b/{self._b}/o/{quote(key, safe='')}"
+        return f"/storage/v1/b/{self.quoted_bucket}/o/{quote(key, safe='')}"
 
     @property
     def objects_path(self) -> str:
-        return f"/storage/v1/b/{self._b}/o"
+        return f"/storage/v1/b/{self.quoted_bucket}/o"
 
     @property
     def upload_path(self) -> str:
-        return f"/upload/storage/v1/b/{self._b}/o"
+        return f"/upload/storage/v1/b/{self.quoted_bucket}/o"
 
     @property
     def bucket_path(self) -> str:
-        return f"/storage/v1/b/{self._b}"
+        return f"/storage/v1/b/{self.quoted_bucket}"
 
     # -- requests ------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError, TransferFailed
 from .._models import ObjectInfo, TransferResult
-from .._url import parse_location
+from .._url import parse_location, service_scheme
 from ._output import EventPrinter, Progress, cli_words, redact, summary_line
 from ._parser import build_parser, parse_command_line
 
@@ -79,7 +79,7 @@ def _check_locations(args: argparse.Namespace) -> None:
     """Fail fast, with exit code 2, on malformed URLs, unknown schemes, missing paths."""
     from ..backend import resolve
 
-    if args.command == "ls" and (scheme := _bucket_scheme(args.url)) is not None:
+    if args.command == "ls" and (scheme := service_scheme(args.url)) is not None:
         resolve(scheme)  # the buckets of a service: raises UnknownScheme, with an install hint
         return
     values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
@@ -190,15 +190,6 @@ def _uses_aws_settings(args: argparse.Namespace) -> bool:
     return any(str(v).lower().startswith(("s3://", "scp://")) for v in values)
 
 
-def _bucket_scheme(url: str) -> str | None:
-    """The scheme of a URL that names only a service (``s3://``): ``ls`` lists
-    its buckets, as ``aws s3 ls`` does."""
-    import re
-
-    m = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*)://", url)
-    return m.group(1).lower() if m is not None and m.group(1).lower() != "file" else None
-
-
 def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
     import datetime as _dt
 
@@ -276,7 +267,7 @@ async def _ls_buckets(client: Client, scheme: str, args: argparse.Namespace) -> 
 async def _ls(client: Client, args: argparse.Namespace) -> None:
     import json
 
-    scheme = _bucket_scheme(args.url)
+    scheme = service_scheme(args.url)
     if scheme is not None:
         await _ls_buckets(client, scheme, args)
         return
