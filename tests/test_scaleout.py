@@ -181,6 +181,42 @@ def test_packed_events_carry_every_field() -> None:
     assert unpack_event(pack_event(planned)).files == 7
 
 
+async def test_a_workers_events_all_reach_the_driver_even_when_its_threads_are_busy() -> None:
+    """The forwarder's close sends every event once, in order, even when its
+    pump has taken a batch whose send has not started yet (the loop's threads
+    all busy): cancelling the pump there would drop that batch, as CI once
+    saw (24 of 25 upload lines from ``--processes 2``)."""
+    import concurrent.futures
+    import threading
+
+    from synxfer._scaleout._shards import _Forwarder, unpack_event
+
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+    busy = threading.Event()
+    blocker = loop.run_in_executor(None, busy.wait)  # the only thread, taken
+    sent: list[list[Any]] = []
+    forward = _Forwarder(frozenset({synxfer.EventKind.DONE}), sent.append)
+    events = [
+        synxfer.Event(synxfer.EventKind.DONE, synxfer.Action.UPLOAD, f"f{i}", f"k{i}", i)
+        for i in range(5)
+    ]
+    for event in events[:3]:
+        forward(event)
+    forward.start()
+    for _ in range(500):  # until the pump took the batch; its send waits for the thread
+        if not forward.pending:
+            break
+        await asyncio.sleep(0.01)
+    assert not forward.pending
+    for event in events[3:]:
+        forward(event)
+    loop.call_later(0.2, busy.set)
+    await asyncio.wait_for(forward.close(), 10)
+    await blocker
+    assert [unpack_event(p) for batch in sent for p in batch] == events
+
+
 # --------------------------------------------------------------------------- Dask
 
 

@@ -252,24 +252,43 @@ def unpack_event(p: Sequence[object]) -> Event:
 
 
 class _Forwarder:
-    """The worker's ``on_event``: collects the kinds the driver wants, in batches."""
+    """The worker's ``on_event``: collects the kinds the driver wants and
+    sends them in batches, every :data:`FLUSH_INTERVAL` (:meth:`start`) and
+    at the end (:meth:`close`)."""
 
-    def __init__(self, kinds: frozenset[EventKind]) -> None:
+    def __init__(self, kinds: frozenset[EventKind], send: Send) -> None:
         self.event_kinds = kinds
+        self.send = send
         self.pending: list[PackedEvent] = []
+        self._stop = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
 
     def __call__(self, event: Event) -> None:
         self.pending.append(pack_event(event))
 
-    async def flush(self, send: Send) -> None:
+    def start(self) -> None:
+        self._pump = asyncio.create_task(self._run())
+
+    async def close(self) -> None:
+        """Send everything still pending. The pump is stopped, never
+        cancelled: a cancelled ``to_thread`` whose thread had not started
+        would drop the batch it had already taken from :attr:`pending`."""
+        self._stop.set()
+        if self._pump is not None:
+            await self._pump  # its last round sends the rest
+        else:
+            await self._flush()
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), FLUSH_INTERVAL)
+            await self._flush()
+
+    async def _flush(self) -> None:
         while self.pending:
             batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
-            await asyncio.to_thread(send, batch)
-
-    async def pump(self, send: Send) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL)
-            await self.flush(send)
+            await asyncio.to_thread(self.send, batch)
 
 
 def run_shard(
@@ -301,10 +320,10 @@ async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None
     loop = asyncio.get_running_loop()
     if task is not None and threading.current_thread() is threading.main_thread():
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    forward = _Forwarder(spec.event_kinds) if send is not None and spec.event_kinds else None
+    forward = _Forwarder(spec.event_kinds, send) if send is not None and spec.event_kinds else None
     config = replace(spec.config, state_dir=str(spec.journal_dir()))
     s = spec.settings
-    helpers: list[asyncio.Task[None]] = []
+    watch: asyncio.Task[None] | None = None
     async with Client(
         config,
         endpoint_url=s.endpoint_url,
@@ -316,20 +335,20 @@ async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None
         layers=s.layers,
         on_event=forward,
     ) as client:
-        if forward is not None and send is not None:
-            helpers.append(asyncio.create_task(forward.pump(send)))
+        if forward is not None:
+            forward.start()
         if stopped is not None and task is not None:
-            helpers.append(asyncio.create_task(_watch(stopped, task)))
+            watch = asyncio.create_task(_watch(stopped, task))
         try:
             op = await open_op(client, spec.kind, spec.src, spec.dst, spec.mode)
             return await run_items(
                 client, op, spec.items, remote_count=spec.remote_count, private_journal=True
             )
         finally:
-            for helper in helpers:
-                helper.cancel()
+            if watch is not None:
+                watch.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await helper
-            if forward is not None and send is not None:
+                    await watch
+            if forward is not None:
                 with contextlib.suppress(Exception):
-                    await forward.flush(send)
+                    await forward.close()
