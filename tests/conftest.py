@@ -184,3 +184,15 @@ def weed_env(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/synxfer-test/config")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/synxfer-test/credentials")
     return seaweed
+
+
+@pytest.fixture(scope="session")
+def stock_moto() -> Iterator[Any]:
+    """moto as ``pip install "moto[server]"`` ships it, in a subprocess on
+    127.0.0.1 for the whole session: no checksum front, no copy patch, no
+    ``crc32c`` package (it reports CRC32 values as ``ChecksumCRC32C``).
+    Yields a ``MotoProcess`` (``.endpoint_url``); any credentials work."""
+    from synxfer_servers.s3 import MotoProcess
+
+    with MotoProcess(stock=True) as server:
+        yield server

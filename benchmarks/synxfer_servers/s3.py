@@ -390,6 +390,11 @@ class MotoProcess(ChildProcess):
     and serves until its stdin closes or it gets SIGTERM. Leaving the block
     closes stdin, then terminates and finally kills the child if it lingers.
     ``env`` replaces the child's environment (default: inherited).
+
+    ``stock=True`` runs moto as ``pip install "moto[server]"`` ships it
+    instead of the strict model of AWS: no checksum front, no copy patch,
+    and without the optional ``crc32c`` package (so it reports CRC32 values
+    as ``ChecksumCRC32C``, as users' installs do). See ``_moto_main``.
     """
 
     def __init__(
@@ -398,7 +403,9 @@ class MotoProcess(ChildProcess):
         startup_timeout: float = 60.0,
         stop_timeout: float = 5.0,
         env: dict[str, str] | None = None,
+        stock: bool = False,
     ) -> None:
+        self.stock = stock
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.env = env
@@ -430,7 +437,12 @@ class MotoProcess(ChildProcess):
             raise RuntimeError("MotoProcess already started")
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "synxfer_servers._moto_main"],
+            [
+                sys.executable,
+                "-m",
+                "synxfer_servers._moto_main",
+                *(["--stock"] if self.stock else []),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -469,7 +481,8 @@ class MotoProcess(ChildProcess):
 
     def __repr__(self) -> str:
         state = f"pid={self._proc.pid} {self.endpoint_url}" if self._proc else "stopped"
-        return f"<MotoProcess {state}>"
+        kind = "MotoProcess stock" if self.stock else "MotoProcess"
+        return f"<{kind} {state}>"
 
 
 # -- the counting server -------------------------------------------------------
