@@ -14,6 +14,7 @@ __all__ = [
     "Action",
     "BucketInfo",
     "CompletedPart",
+    "ContentDigests",
     "Event",
     "EventKind",
     "FileFailure",
@@ -140,6 +141,28 @@ WRITE_OPTION_NAMES = (
 
 
 @dataclass(frozen=True, slots=True)
+class ContentDigests:
+    """A file's MD5s, computed by the engine before its upload starts, for a
+    backend with ``Capabilities.needs_content_md5`` (``WriteOptions.digests``).
+
+    ``size`` bytes cut in parts of ``part_size`` (the last one shorter);
+    ``md5`` is the whole content's MD5 in hex, ``parts`` each part's, in
+    part order.
+    """
+
+    size: int
+    part_size: int
+    md5: str
+    parts: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return (
+            f"ContentDigests(size={self.size}, part_size={self.part_size}, "
+            f"md5={self.md5!r}, parts=<{len(self.parts)}>)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class WriteOptions:
     """Options for a new object (single put, multipart initiate, copy).
 
@@ -170,6 +193,9 @@ class WriteOptions:
     cache_control: str | None = None
     content_encoding: str | None = None
     content_disposition: str | None = None
+    #: Not an option a user sets: the engine's pre-pass MD5s of the file for a
+    #: backend with ``Capabilities.needs_content_md5`` (multipart create only).
+    digests: ContentDigests | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         from ._exceptions import ConfigError

@@ -36,11 +36,14 @@ exception tree, the registry of schemes, and helpers: asyncio
 (:func:`to_thread_holding`, :func:`bounded_map`, :func:`first_error`,
 :func:`shielded`), CRC32C (:func:`crc32c`, :func:`crc32c_available`),
 option parsing (:func:`option_bool`, :func:`option_int`,
-:func:`option_float`), :func:`check_write_options`
+:func:`option_float`), :class:`CursorGuard` (a paging loop that stops on a
+repeated cursor), :func:`check_write_options`
 (what a client asks before writing with :class:`WriteOptions`: every option
 set must be in ``Capabilities.write_options``), and :class:`HttpClient`, a
 pooled HTTP/1.1 client whose GETs receive a body straight into the
-caller's buffer (the S3 data path; GCS media reads).
+caller's buffer (the S3 data path; GCS media reads). For services that vend
+pre-signed URLs (Synapse, GA4GH DRS): :class:`UrlVendor`, :class:`UrlBackend`,
+:class:`SignedUrl` and the helpers of :mod:`synxfer.backend._urls`.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from .._models import (
     WRITE_OPTION_NAMES,
     BucketInfo,
     CompletedPart,
+    ContentDigests,
     ListPage,
     MultipartUpload,
     ObjectInfo,
@@ -84,6 +88,7 @@ from ._base import (
     Capabilities,
     Checksum,
     ChecksumAlgorithm,
+    CursorGuard,
     Payload,
 )
 from ._crc32c import crc32c, crc32c_available
@@ -92,6 +97,16 @@ from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
 from ._registry import available_schemes, open_backend, register, resolve
 from ._requests import UNLIMITED, RequestLimiter
+from ._urls import (
+    SignedUrl,
+    UploadRequest,
+    UrlBackend,
+    UrlVendor,
+    VendedUpload,
+    checksums_from_headers,
+    read_url_into,
+    redact_url,
+)
 
 __all__ = [
     "CANNED_ACLS",
@@ -111,6 +126,8 @@ __all__ = [
     "ChecksumAlgorithm",
     "CompletedPart",
     "ConfigError",
+    "ContentDigests",
+    "CursorGuard",
     "GiB",
     "HttpClient",
     "HttpResponse",
@@ -129,16 +146,22 @@ __all__ = [
     "PreconditionFailed",
     "ReadResult",
     "RequestLimiter",
+    "SignedUrl",
     "SourceChangedError",
     "SynxferError",
     "TransferFailed",
     "TransientError",
     "UnknownScheme",
     "UnsafePathError",
+    "UploadRequest",
+    "UrlBackend",
+    "UrlVendor",
+    "VendedUpload",
     "WriteOptions",
     "available_schemes",
     "bounded_map",
     "check_write_options",
+    "checksums_from_headers",
     "crc32c",
     "crc32c_available",
     "first_error",
@@ -146,6 +169,8 @@ __all__ = [
     "option_bool",
     "option_float",
     "option_int",
+    "read_url_into",
+    "redact_url",
     "register",
     "resolve",
     "shielded",

@@ -13,7 +13,7 @@ from types import MappingProxyType, TracebackType
 from typing import ClassVar, Literal, Self
 
 from .._config import GiB, MiB
-from .._exceptions import PreconditionFailed
+from .._exceptions import BackendError, PreconditionFailed
 from .._models import (
     BucketInfo,
     CompletedPart,
@@ -34,6 +34,7 @@ __all__ = [
     "Capabilities",
     "Checksum",
     "ChecksumAlgorithm",
+    "CursorGuard",
     "Payload",
 ]
 
@@ -87,6 +88,11 @@ class Capabilities:
     #: Storage classes ``WriteOptions.storage_class`` may name (when
     #: ``"storage_class"`` is in ``write_options``); empty: not checked here.
     storage_classes: frozenset[str] = frozenset()
+    #: The service wants the whole content's MD5 (and the part layout) before
+    #: an upload starts (Synapse's ``contentMD5Hex``): the engine computes it,
+    #: with every part's MD5, in one read of the file before
+    #: ``create_multipart`` and passes it as ``WriteOptions.digests``.
+    needs_content_md5: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +363,13 @@ class Backend(abc.ABC):
     # -- conveniences built on the primitives --------------------------------
 
     async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
-        """Every object under ``prefix``, page by page."""
+        """Every object under ``prefix``, page by page.
+
+        A cursor handed out twice ends the listing with a BackendError (see
+        :class:`CursorGuard`): every listing of the engine, the client and
+        the CLI comes through here, so no backend needs its own check.
+        """
+        guard = CursorGuard(self.url(prefix))
         cursor: str | None = None
         while True:
             page = await self.list_page(prefix, cursor)
@@ -366,6 +378,39 @@ class Backend(abc.ABC):
             if page.cursor is None:
                 return
             cursor = page.cursor
+            guard.check(cursor)
+
+
+class CursorGuard:
+    """The cursors a paginated listing has handed out; one seen before is an error.
+
+    A server whose paging is broken (a ``NextContinuationToken`` that
+    repeats, two tokens that alternate) would otherwise keep a listing
+    loop -- and ``sync`` or ``ls --recursive`` with it -- going until it is
+    killed. Every cursor is remembered, not only the last, so a cycle is
+    caught as well as a repeat: one string per page, a few megabytes for
+    ten million objects. ``what`` names the listing in the message
+    (``"listing"``, ``"bucket listing"``, ``"multipart upload listing"``).
+    """
+
+    __slots__ = ("_seen", "url", "what")
+
+    def __init__(self, url: str, what: str = "listing") -> None:
+        self.url = url
+        self.what = what
+        self._seen: set[str] = set()
+
+    def check(self, cursor: str) -> None:
+        """Remember ``cursor``; raise BackendError if it was handed out before."""
+        if cursor in self._seen:
+            shown = cursor if len(cursor) <= 40 else f"{cursor[:16]}...{cursor[-8:]}"
+            raise BackendError(
+                f"the {self.what} of {self.url} returned the continuation token {shown!r} "
+                f"again after {len(self._seen)} page(s): the server's paging repeats, so "
+                "the listing stops here instead of looping forever",
+                url=self.url,
+            )
+        self._seen.add(cursor)
 
 
 #: What an entry point in the ``synxfer.backends`` group must name: usually
