@@ -34,7 +34,9 @@ What it does, and no more:
   POSTs);
 * connect timeouts, stalls (no byte received or sent for ``read_timeout``
   seconds), resets and an end of stream before the body's end raise
-  :class:`~synxfer.TransientError`; a malformed answer raises
+  :class:`~synxfer.TransientError`; so does a malformed answer (bad
+  framing: a chunk size, a header line), damaged in transit as a reset
+  connection is; an answer that is not HTTP at all (the wrong port) raises
   :class:`~synxfer.BackendError`, and a body larger than the caller's
   buffer :class:`BodyTooLarge` (a BackendError).
 
@@ -179,9 +181,9 @@ class HttpClient:
     ``ssl_context`` (or a ``ca_bundle`` file for the default context)
     decides which servers are trusted over ``https``.
 
-    ``request`` never raises a foreign exception: network trouble is a
-    :class:`~synxfer.TransientError`, a malformed answer a
-    :class:`~synxfer.BackendError`; any status (including 4xx/5xx) is a
+    ``request`` never raises a foreign exception: network trouble and a
+    garbled answer are a :class:`~synxfer.TransientError`, an answer that is
+    not HTTP a :class:`~synxfer.BackendError`; any status (including 4xx/5xx) is a
     normal :class:`HttpResponse`.
     """
 
@@ -297,7 +299,10 @@ class HttpClient:
                 await _discard(pool, conn)
                 if isinstance(exc, TooLarge):
                     raise BodyTooLarge(str(exc), url=where, status=conn.status) from None
-                raise BackendError(f"malformed HTTP response: {exc}", url=where) from None
+                # A framing error is damage to one answer in transit: retried
+                # (by the caller's policy) like a connection reset mid-answer.
+                error = TransientError if exc.transient else BackendError
+                raise error(f"malformed HTTP response: {exc}", url=where) from None
             except BaseException:  # cancelled mid-exchange: the stream is unusable
                 await _discard(pool, conn)
                 raise

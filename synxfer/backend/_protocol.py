@@ -46,6 +46,8 @@ _HEAD_MAX: Final = 256 * 1024
 _HEAD_BITE: Final = 4096
 #: A body with at least this much still to come goes to a receiver thread.
 OFFLOAD_MIN: Final = 1024 * 1024
+#: Looks per ``read_timeout`` of the stall watchdog (see ``Connection._watch``).
+_STALL_TICKS: Final = 4
 #: How long a receiver thread waits for data before looking at its stop flag.
 _POLL_MS: Final = 50
 
@@ -95,11 +97,25 @@ class Dropped(Exception):
 
 
 class Malformed(Exception):
-    """The server's answer is not HTTP/1.x as we know it."""
+    """The server's answer is not HTTP/1.x as we know it.
+
+    ``transient``: whether another attempt may succeed. A framing error (a
+    bad chunk size, a header line cut or garbled) is what a flipped bit or a
+    broken middlebox does to one answer, so it is retried like a reset
+    connection; an answer that is not HTTP at all (the wrong port) or that
+    breaks a limit of ours would fail the same way every time.
+    """
+
+    def __init__(self, message: str, *, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class TooLarge(Malformed):
     """A body larger than the caller's buffer (the object changed, or no Range)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=False)
 
 
 class _RecvJob:
@@ -319,7 +335,7 @@ class Connection(asyncio.BufferedProtocol):
             self._n, self._pos = rest, 0
         if len(self._buf) - self._n < 4096:
             if self._state == _HEAD and len(self._buf) >= _HEAD_MAX:
-                raise Malformed(f"response head larger than {_HEAD_MAX} bytes")
+                raise Malformed(f"response head larger than {_HEAD_MAX} bytes", transient=False)
             self._buf.extend(bytes(len(self._buf)))
 
     def _parse(self) -> None:
@@ -338,14 +354,17 @@ class Connection(asyncio.BufferedProtocol):
         end = self._buf.find(b"\r\n\r\n", self._pos, self._n)
         if end < 0:
             if self._n - self._pos > _HEAD_MAX:
-                raise Malformed(f"response head larger than {_HEAD_MAX} bytes")
+                raise Malformed(f"response head larger than {_HEAD_MAX} bytes", transient=False)
             return False
         head = self._buf[self._pos : end].decode("latin-1")
         self._pos = end + 4
         lines = head.split("\r\n")
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise Malformed(f"bad status line {lines[0][:100]!r}")
+            # Not even "HTTP/" (a server of another protocol on that port):
+            # no retry helps. A garbled status line of an HTTP answer may.
+            http = lines[0].startswith("HTTP/")
+            raise Malformed(f"bad status line {lines[0][:100]!r}", transient=http)
         status = int(parts[1])
         if 100 <= status < 200:  # interim (100 Continue): the real answer follows
             return True
@@ -712,17 +731,32 @@ class Connection(asyncio.BufferedProtocol):
         await self._watch(drain, stall)
 
     async def _watch(self, fut: asyncio.Future[None], stall: float) -> None:
-        """Await ``fut``; ``stall`` seconds without progress abort the connection."""
+        """Await ``fut``; ``stall`` seconds without progress abort the connection.
+
+        The receive path only bumps a counter (no clock read per receive), so
+        the watchdog looks at it :data:`_STALL_TICKS` times per ``stall``: the
+        last progress is then known to within one tick, and a body that goes
+        silent is abandoned after ``stall`` to ``stall * (1 + 1/_STALL_TICKS)``
+        seconds of silence. (Looking once per ``stall`` let progress just
+        after a look hide the silence until the look after next: up to twice
+        ``stall``.)
+        """
         seen = self._progress
         handle: asyncio.TimerHandle | None = None
+        tick = stall / _STALL_TICKS
+        quiet = 0  # ticks in a row without progress
 
         def check() -> None:
-            nonlocal seen, handle
+            nonlocal seen, handle, quiet
             if fut.done():
                 return
             if self._progress != seen:
                 seen = self._progress
-                handle = self.loop.call_later(stall, check)
+                quiet = 0
+            else:
+                quiet += 1
+            if quiet < _STALL_TICKS:
+                handle = self.loop.call_later(tick, check)
                 return
             self._fail(
                 Dropped(
@@ -736,7 +770,7 @@ class Connection(asyncio.BufferedProtocol):
             if self.transport is not None:
                 self.transport.abort()
 
-        handle = self.loop.call_later(stall, check)
+        handle = self.loop.call_later(tick, check)
         try:
             await fut
         finally:
