@@ -67,6 +67,7 @@ from synxfer.backend import (
     Checksum,
     CompletedPart,
     ConfigError,
+    CursorGuard,
     GiB,
     ListPage,
     MiB,
@@ -644,6 +645,7 @@ class S3Backend(Backend):
     async def list_uploads(self, key: str) -> list[PendingUpload]:
         found: list[PendingUpload] = []
         key_marker = upload_marker = ""
+        guard = CursorGuard(self.url(key), "multipart upload listing")
         while True:
             page = await self.wire.list_multipart_uploads(
                 self.bucket, prefix=key, key_marker=key_marker, upload_id_marker=upload_marker
@@ -657,6 +659,7 @@ class S3Backend(Backend):
             upload_marker = page.next_upload_id_marker or ""
             if not key_marker and not upload_marker:
                 return found
+            guard.check(f"{key_marker} {upload_marker}")
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         self._sums.forget(upload.upload_id)
@@ -684,17 +687,14 @@ class S3Backend(Backend):
         """ListBuckets, page after page: the buckets the credentials own."""
         out: list[BucketInfo] = []
         token: str | None = None
+        guard = CursorGuard(self.url(), "bucket listing")
         while True:
             page = await self.wire.list_buckets(token)
             out.extend(BucketInfo(b.name, b.created) for b in page.buckets)
             if page.next_token is None:
                 return out
-            if page.next_token == token:
-                raise BackendError(
-                    "the bucket listing returned the same continuation token twice",
-                    url=self.url(),
-                )
             token = page.next_token
+            guard.check(token)
 
     # -- for _copy -------------------------------------------------------------------
 
