@@ -24,6 +24,7 @@ from .core import Engine
 from .localfile import LocalFile, identity, read_whole_file, source_changed
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
 from .parts import Part, plan_part_size, split
+from .prehash import PrePass, prehash_file, with_digests
 from .scheduler import Lease
 
 __all__ = ["abort_upload", "upload_path"]
@@ -102,13 +103,16 @@ async def upload_path(
         part_size = plan_part_size(size, cfg.part_size, caps)
         metadata[PART_SIZE_KEY] = str(part_size)
         dest = backend.url(key)
+        # The service wants the file's MD5 before the upload starts (prehash.py).
+        pre = await prehash_file(engine, f, size, part_size) if caps.needs_content_md5 else None
         upload, done = await _resume_upload(engine, backend, key, path, before, part_size)
         if upload is None:
             # Orphans of a retried create are the retry layer's business.
-            upload = await backend.create_multipart(key, upload_options(base, metadata, guessed))
+            options = with_digests(upload_options(base, metadata, guessed), pre)
+            upload = await backend.create_multipart(key, options)
             await _journal_new_upload(engine, backend, upload, path, before, part_size)
         try:
-            sent = await _send_parts(engine, f, backend, upload, size, part_size, done)
+            sent = await _send_parts(engine, f, backend, upload, size, part_size, done, pre)
             await check_unchanged()
             await backend.complete_multipart(upload, sorted(done.values(), key=_number))
         except asyncio.CancelledError:
@@ -237,9 +241,13 @@ async def _send_parts(
     size: int,
     part_size: int,
     done: dict[int, CompletedPart],
+    pre: PrePass | None = None,
 ) -> int:
-    """Send every part not in ``done`` (adding them to it); returns bytes sent."""
-    algorithm = backend.capabilities.part_checksum
+    """Send every part not in ``done`` (adding them to it); returns bytes sent.
+
+    With a pre-pass (``pre``), each part's checksum is checked against it
+    and its pre-pass MD5 is sent (:meth:`.prehash.PrePass.check`)."""
+    algorithm = backend.capabilities.part_checksum if pre is None else pre.algorithm
     dest = backend.url(upload.key)
     sent = 0
 
@@ -248,6 +256,8 @@ async def _send_parts(
         n, checksum = await f.read_into(buf, part.offset, algorithm)
         if n != part.length:
             raise source_changed(f.path, "it shrank")
+        if pre is not None:
+            checksum = pre.check(part.number, checksum, f.path)
         return await backend.upload_part(upload, part.number, buf, checksum)
 
     async def sent_part(part: Part, result: CompletedPart) -> None:
