@@ -29,6 +29,9 @@ class Location:
     def __str__(self) -> str:
         if self.path is not None:
             return str(self.path)
+        if self.scheme in ("http", "https") and "?" in self.key:
+            # A pre-signed URL's query is its signature: never shown.
+            return f"{self.scheme}://{self.bucket}/{self.key.split('?', 1)[0]}?…"
         return f"{self.scheme}://{self.bucket}/{self.key}"
 
 
@@ -62,6 +65,8 @@ def parse_location(value: str | Path) -> Location:
         return Location("file", "/", key, None)
     if not bucket:
         raise InvalidURL(f"malformed URL {value!r}: no bucket; expected {scheme}://bucket/key")
+    if scheme in ("http", "https") and re.fullmatch(r"[A-Za-z0-9._-]{1,255}(:[0-9]{1,5})?", bucket):
+        return Location(scheme, bucket, key, None)  # host[:port] and the path as sent
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,255}", bucket):
         raise InvalidURL(
             f"malformed URL {value!r}: bucket name {bucket!r} may contain only "
