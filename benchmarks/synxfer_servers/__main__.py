@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 from .s3 import HOST, _moto_app
 
@@ -46,7 +47,98 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="create this bucket at start (repeatable)",
     )
+    _add_synapse_parser(sub)
     return parser
+
+
+def _add_synapse_parser(sub: Any) -> None:
+    from .synapse import __doc__ as synapse_doc
+
+    syn = sub.add_parser(
+        "synapse",
+        help="a local Synapse-style REST service in front of an S3 server",
+        description=(synapse_doc or "").split("\n\n")[0]
+        + " Credentials for --s3 come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY "
+        "(default: moto's testing/testing).",
+    )
+    syn.add_argument("--port", type=int, default=0, help="port to listen on (default 0: any free)")
+    syn.add_argument(
+        "--s3",
+        required=True,
+        metavar="URL",
+        help="the S3 server's endpoint, e.g. http://127.0.0.1:9000",
+    )
+    syn.add_argument("--bucket", required=True, metavar="B", help="the bucket files are stored in")
+    syn.add_argument(
+        "--token",
+        default=None,
+        metavar="T",
+        help="accept only this bearer token (default: any token)",
+    )
+    syn.add_argument(
+        "--url-lifetime",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="seconds a pre-signed URL stays valid (default 900)",
+    )
+    syn.add_argument(
+        "--region",
+        default=None,
+        help="the S3 server's region (default: AWS_DEFAULT_REGION or us-east-1)",
+    )
+
+
+def serve_synapse(args: argparse.Namespace) -> int:
+    import os
+
+    from .synapse import SynapseService
+
+    service = SynapseService(
+        args.s3,
+        args.bucket,
+        access_key=os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+        secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+        region=args.region or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        token=args.token,
+        url_lifetime=args.url_lifetime,
+        port=args.port,
+    )
+    try:
+        service.start()
+    except ValueError as exc:
+        print(f"synxfer_servers synapse: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"synxfer_servers: cannot listen on {HOST}:{args.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 1
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        auth = "only the --token given" if args.token else "any bearer token"
+        print(
+            f"Synapse-style service on {HOST}:{service.port} (files in {args.s3} bucket "
+            f"{args.bucket}; {auth}):\n"
+            f"  repoEndpoint={service.repo_endpoint}\n"
+            f"  authEndpoint={service.auth_endpoint}\n"
+            f"  fileHandleEndpoint={service.file_endpoint}\n"
+            "Put these in the [endpoints] section of ~/.synapseConfig. "
+            "In memory only; Ctrl-C stops it.",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        service.stop()
+    return 0
 
 
 def _create_bucket(endpoint: str, name: str) -> None:
@@ -114,6 +206,8 @@ def serve_s3(port: int, buckets: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.server == "synapse":
+        return serve_synapse(args)
     return serve_s3(args.port, args.bucket)
 
 
