@@ -39,6 +39,7 @@ _INSTALL_HINTS = {
     "scp": "pip install 'synxfer[scp]'",
     "gs": "pip install 'synxfer[gcs]'",
     "blocks": "pip install 'synxfer[blockstore]'",
+    "syn": "pip install 'synxfer[synapse]'",
     "file": "pip install synxfer",
 }
 
@@ -49,6 +50,7 @@ FIRST_PARTY = {
     "scp": "synxfer_scp:ScpBackend",
     "gs": "synxfer_gcs:GcsBackend",
     "blocks": "synxfer_blockstore:BlockStoreBackend",
+    "syn": "synxfer_synapse:SynapseBackend",
 }
 
 _registered: dict[str, BackendFactory] = {}

@@ -1,0 +1,614 @@
+"""The ``syn://`` backend: Synapse Projects, Folders and Files on the SDK's URL data plane.
+
+``syn://syn123`` is a Project or Folder (the backend's "bucket");
+``syn://syn123/a/b.csv`` is the File entity ``b.csv`` in the Folder ``a``
+under it (see :mod:`synxfer_synapse._entities`). The bytes never pass
+through the service: :class:`SynapseVendor` asks it for pre-signed URLs
+and :class:`~synxfer.backend.UrlBackend` (the SDK) moves the bytes, so the
+engine's scheduler, byte budget, retries, verification and journal apply
+as for any store.
+
+How a file goes up (what synapseclient does, step for step):
+
+1. the engine computes the file's MD5 and every part's in one read, off
+   the event loop (``Capabilities.needs_content_md5``);
+2. ``POST /file/multipart`` with the name, size, ``contentMD5Hex`` and part
+   size -- the same request again (a rerun after an interruption) gets the
+   same upload back, with the parts the service holds in ``partsState``;
+   those are not sent again (the upload is keyed by the whole file's MD5,
+   so they hold these very bytes);
+3. part URLs fetched in batches, each part PUT with its ``Content-MD5``,
+   then ``PUT /file/multipart/{id}/add/{n}?partMD5Hex=...`` (a part the
+   service refuses is a TransientError: the retry layer sends it again);
+4. ``PUT /file/multipart/{id}/complete`` gives a file handle, and only then
+   is the File entity created -- or its ``dataFileHandleId`` updated with
+   ``newVersion=true``, a new version, as synapseclient's store does. An
+   upload that fails or is interrupted registers nothing.
+
+A file whose MD5 and size equal its entity's current version's is not
+uploaded again (synapseclient does the same): a put returns at once, and a
+multipart upload sends no part and makes no version.
+
+How a file comes down: ``stat``/``list_page`` read the entity with its file
+handle (``POST /entity/{id}/bundle2``); the handle's MD5 is the object's
+``checksums["md5"]``, which the engine checks every download against, and
+its ``etag`` (hex), which ``--checksum`` compares with a local file's MD5.
+A read asks ``POST /fileHandle/batch`` for the handle's pre-signed URL
+(cached until it expires; fetched again on a 403) and GETs ranges of it.
+
+Options (``--backend-option syn.NAME=VALUE``): ``repo_endpoint``,
+``auth_endpoint``, ``file_endpoint``, ``profile``, ``config_file`` (see
+:mod:`synxfer_synapse._config`), ``list_concurrency`` (entity reads in
+flight within one listing page, default 8).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Final
+
+from synxfer.backend import (
+    BackendError,
+    BackendOptions,
+    BucketNotFound,
+    Capabilities,
+    Checksum,
+    CompletedPart,
+    ConfigError,
+    ContentDigests,
+    GiB,
+    ListPage,
+    MiB,
+    MultipartUpload,
+    NotFound,
+    ObjectInfo,
+    Payload,
+    PermissionDenied,
+    PreconditionFailed,
+    ReadResult,
+    SignedUrl,
+    TransientError,
+    UploadRequest,
+    UrlBackend,
+    UrlVendor,
+    VendedUpload,
+    WriteOptions,
+    bounded_map,
+    option_int,
+    to_thread_holding,
+)
+
+from ._config import SynapseSettings, load_settings, no_token
+from ._entities import Remote, Tree, entity_kind, md5_hex_of_b64
+from ._rest import SynapseRest
+
+__all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
+
+#: Synapse's smallest part (but for the last one).
+MIN_PART_SIZE: Final = 5 * MiB
+_SYN_ID = re.compile(r"^syn(\d+)$", re.IGNORECASE)
+_UPLOAD_REQUEST: Final = "org.sagebionetworks.repo.model.file.MultipartUploadRequest"
+
+
+def _expires(url: str) -> float | None:
+    """When a SigV4 pre-signed URL lapses (``X-Amz-Date`` + ``X-Amz-Expires``), if it says."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    date = (query.get("X-Amz-Date") or [""])[0]
+    seconds = (query.get("X-Amz-Expires") or [""])[0]
+    if not date or not seconds.isdigit():
+        return None
+    try:
+        start = time.mktime(time.strptime(date, "%Y%m%dT%H%M%SZ")) - time.timezone
+    except ValueError:
+        return None
+    return start + int(seconds)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What the vendor keeps of one upload (``VendedUpload.state``)."""
+
+    parent: str
+    name: str
+    size: int
+    md5: str
+    content_type: str | None
+    #: Parts the service holds (its ``partsState``): not sent again.
+    done: set[int] = field(default_factory=set)
+    #: The entity holds these bytes already: nothing is sent or registered.
+    unchanged: Remote | None = None
+    #: The service completed this upload before (the same request): its handle.
+    handle: str | None = None
+
+
+class SynapseVendor(UrlVendor):
+    """The Synapse REST calls behind :class:`~synxfer.backend.UrlBackend`."""
+
+    def __init__(self, backend: SynapseBackend) -> None:
+        self.backend = backend
+        self.rest = backend.rest
+        self.tree = backend.tree
+        self._remotes: dict[str, Remote] = {}
+        self._destinations: dict[str, int | None] = {}
+        self.pending: dict[str, _Pending] = {}
+
+    def __repr__(self) -> str:
+        return f"<SynapseVendor {self.backend.url()}>"
+
+    def remember(self, key: str, remote: Remote) -> bool:
+        """The version a stat or listing saw: what a download of ``key`` reads.
+        True if it replaces another version."""
+        old = self._remotes.get(key)
+        self._remotes[key] = remote
+        return old is not None and old.handle_id != remote.handle_id
+
+    def remembered(self, key: str) -> Remote | None:
+        return self._remotes.get(key)
+
+    # -- downloads -------------------------------------------------------------------
+
+    async def download_url(self, key: str) -> SignedUrl:
+        url = self.backend.url(key)
+        remote = self._remotes.get(key)
+        if remote is None:
+            remote = await self.tree.remote(key)
+            if remote is None:
+                raise NotFound(f"no such file in Synapse: {url}", url=url)
+            self._remotes[key] = remote
+        doc = await self.rest.call(
+            "POST",
+            "file",
+            "/fileHandle/batch",
+            body={
+                "requestedFiles": [
+                    {
+                        "fileHandleId": remote.handle_id,
+                        "associateObjectId": remote.entity_id,
+                        "associateObjectType": "FileEntity",
+                    }
+                ],
+                "includeFileHandles": False,
+                "includePreSignedURLs": True,
+                "includePreviewPreSignedURLs": False,
+            },
+            url=url,
+            what=f"download URL of {remote.entity_id}",
+        )
+        results = doc.get("requestedFiles") if isinstance(doc, dict) else None
+        result = results[0] if isinstance(results, list) and results else {}
+        failure = result.get("failureCode") if isinstance(result, dict) else None
+        if failure == "NOT_FOUND":
+            self._remotes.pop(key, None)
+            raise NotFound(f"file handle {remote.handle_id} of {remote.entity_id} is gone", url=url)
+        if failure == "UNAUTHORIZED":
+            raise PermissionDenied(
+                f"not allowed to download {remote.entity_id}; check your token's scopes "
+                "(download) and the entity's sharing settings",
+                url=url,
+            )
+        signed = result.get("preSignedURL") if isinstance(result, dict) else None
+        if not isinstance(signed, str) or not signed:
+            raise BackendError(
+                f"the service vended no download URL for {remote.entity_id}", url=url
+            )
+        return SignedUrl(signed, expires=_expires(signed))
+
+    # -- uploads ---------------------------------------------------------------------
+
+    async def _destination(self, parent: str, key: str) -> int | None:
+        """The storage location new files under ``parent`` go to (asked once per folder)."""
+        if parent not in self._destinations:
+            doc = await self.rest.call(
+                "GET",
+                "file",
+                f"/entity/{parent}/uploadDestination",
+                url=self.backend.url(key),
+                what="upload destination",
+            )
+            location = doc.get("storageLocationId") if isinstance(doc, dict) else None
+            self._destinations[parent] = int(location) if location is not None else None
+        return self._destinations[parent]
+
+    async def start_upload(self, request: UploadRequest) -> VendedUpload:
+        key = request.key
+        url = self.backend.url(key)
+        md5 = request.content_md5
+        if md5 is None:
+            raise BackendError("a Synapse upload needs the file's MD5 first", url=url)
+        parent_path, _, name = key.rpartition("/")
+        parent = await self.tree.folder(parent_path, create=True)
+        assert parent is not None
+        content_type = request.options.content_type
+        # Same content as the entity's current version: nothing to send or register.
+        existing = await self.tree.remote(key)
+        part_size = max(request.part_size, MIN_PART_SIZE)
+        parts = max(1, -(-request.size // part_size))
+        if existing is not None and existing.md5 == md5 and existing.size == request.size:
+            state = _Pending(parent, name, request.size, md5, content_type, unchanged=existing)
+            state.done = set(range(1, parts + 1))
+            upload_id = f"unchanged-{existing.entity_id}-{md5}"
+            self.pending[upload_id] = state
+            return VendedUpload(key, upload_id, part_size, state=state)
+        body: dict[str, Any] = {
+            "concreteType": _UPLOAD_REQUEST,
+            "contentType": content_type or "application/octet-stream",
+            "contentMD5Hex": md5,
+            "fileName": name,
+            "fileSizeBytes": request.size,
+            "generatePreview": False,
+            "partSizeBytes": part_size,
+            "storageLocationId": await self._destination(parent, key),
+        }
+        doc = await self.rest.call(
+            "POST", "file", "/file/multipart", body=body, url=url, what="start upload"
+        )
+        if not isinstance(doc, dict) or not doc.get("uploadId"):
+            raise BackendError("the service started no upload", url=url)
+        state = _Pending(parent, name, request.size, md5, content_type)
+        parts_state = str(doc.get("partsState") or "")
+        state.done = {i for i, c in enumerate(parts_state, 1) if c == "1"}
+        if doc.get("state") == "COMPLETED" and doc.get("resultFileHandleId"):
+            state.handle = str(doc["resultFileHandleId"])
+            state.done = set(range(1, parts + 1))
+        upload_id = str(doc["uploadId"])
+        self.pending[upload_id] = state
+        return VendedUpload(key, upload_id, part_size, state=state)
+
+    async def upload_urls(
+        self, upload: VendedUpload, numbers: Sequence[int]
+    ) -> Mapping[int, SignedUrl]:
+        doc = await self.rest.call(
+            "POST",
+            "file",
+            f"/file/multipart/{upload.upload_id}/presigned/url/batch",
+            body={"uploadId": upload.upload_id, "partNumbers": list(numbers)},
+            url=self.backend.url(upload.key),
+            what="part URLs",
+        )
+        out: dict[int, SignedUrl] = {}
+        for item in (doc.get("partPresignedUrls") if isinstance(doc, dict) else None) or []:
+            if not isinstance(item, dict):
+                continue
+            signed = str(item.get("uploadPresignedUrl") or "")
+            number = item.get("partNumber")
+            if signed and isinstance(number, int):
+                headers = item.get("signedHeaders") or {}
+                out[number] = SignedUrl(
+                    signed,
+                    headers={str(k): str(v) for k, v in headers.items()},
+                    expires=_expires(signed),
+                )
+        return out
+
+    async def part_done(self, upload: VendedUpload, number: int, md5_hex: str) -> None:
+        url = self.backend.url(upload.key)
+        doc = await self.rest.call(
+            "PUT",
+            "file",
+            f"/file/multipart/{upload.upload_id}/add/{number}",
+            params={"partMD5Hex": md5_hex},
+            url=url,
+            what=f"add part {number}",
+        )
+        state = doc.get("addPartState") if isinstance(doc, dict) else None
+        if state != "ADD_SUCCESS":
+            message = doc.get("errorMessage") if isinstance(doc, dict) else None
+            # The bytes stored are not the bytes hashed: sending the part again
+            # is the cure (the retry layer does it), as for a damaged body.
+            raise TransientError(
+                f"the Synapse service refused part {number} ({state or 'no answer'}"
+                + (f": {message}" if message else "")
+                + "); it is sent again",
+                url=url,
+            )
+        pending = self.pending.get(upload.upload_id)
+        if pending is not None:
+            pending.done.add(number)
+
+    async def complete(self, upload: VendedUpload) -> ObjectInfo:
+        url = self.backend.url(upload.key)
+        state = self.pending.get(upload.upload_id)
+        if state is None:
+            raise NotFound(f"upload {upload.upload_id} is not known here", url=url)
+        if state.unchanged is not None:
+            self.pending.pop(upload.upload_id, None)
+            return state.unchanged.info(upload.key)
+        handle = state.handle
+        if handle is None:
+            doc = await self.rest.call(
+                "PUT",
+                "file",
+                f"/file/multipart/{upload.upload_id}/complete",
+                url=url,
+                what="complete upload",
+            )
+            if not isinstance(doc, dict) or doc.get("state") != "COMPLETED":
+                got = doc.get("state") if isinstance(doc, dict) else None
+                raise TransientError(
+                    f"the upload did not complete (state {got!r}); it is tried again", url=url
+                )
+            handle = state.handle = str(doc.get("resultFileHandleId") or "")
+            if not handle:
+                raise BackendError("the service completed the upload with no file handle", url=url)
+        remote = await self.tree.register(
+            state.parent, state.name, upload.key, handle, state.size, state.md5, state.content_type
+        )
+        self.pending.pop(upload.upload_id, None)
+        self._remotes[upload.key] = remote
+        return remote.info(upload.key)
+
+    async def abort(self, upload: VendedUpload) -> None:
+        # Synapse has no abort: an unfinished upload lapses on the service, and
+        # no File entity points at it. A rerun with the same file resumes it.
+        self.pending.pop(upload.upload_id, None)
+
+
+class SynapseBackend(UrlBackend):
+    """``syn://synNNN/path``: Synapse through its REST API and pre-signed URLs.
+
+    See the module docstring.
+    """
+
+    scheme: ClassVar[str] = "syn"
+    capabilities = Capabilities(
+        multipart=True,
+        min_part_size=MIN_PART_SIZE,
+        max_part_size=5 * GiB,
+        max_parts=10_000,
+        max_single_put=5 * GiB,
+        ranged_reads=True,
+        server_side_copy=False,
+        metadata=False,
+        batch_delete=False,
+        part_checksum="md5",
+        list_parts=False,
+        needs_content_md5=True,
+        # Entity reads of a listing page run side by side, a slot each.
+        fan_out=frozenset({"list_page"}),
+        write_options=frozenset({"content_type"}),
+    )
+
+    def __init__(self, bucket: str, options: BackendOptions) -> None:
+        match = _SYN_ID.match(bucket)
+        if match is None:
+            raise ConfigError(
+                f"syn:// needs a Synapse Project or Folder id: syn://syn123/path (got {bucket!r})"
+            )
+        super().__init__(f"syn{match.group(1)}", options)
+        self.settings: SynapseSettings = load_settings(options)
+        self.rest = SynapseRest(self.settings, lambda: self.http)
+        self.tree = Tree(self.rest, self.bucket, self.url)
+        self.syn = SynapseVendor(self)
+        self.vendor = self.syn
+        self.list_concurrency = option_int(
+            options.extra, "list_concurrency", 8, scheme="syn", low=1, high=64
+        )
+
+    def __repr__(self) -> str:
+        parts = urllib.parse.urlsplit(self.settings.repo_endpoint)
+        return f"<SynapseBackend {self.url()} via {parts.scheme}://{parts.netloc}>"
+
+    async def open(self) -> None:
+        if self.settings.token is None:
+            raise no_token(self.settings, self.url())
+
+    def _check_key(self, key: str) -> None:
+        if not key or key.endswith("/") or key.startswith("/") or "//" in key:
+            raise BackendError(f"not a file path under {self.url()}: {key!r}", url=self.url(key))
+        if any(p in (".", "..") for p in key.split("/")):
+            raise BackendError(f"'.' and '..' cannot be entity names: {key!r}", url=self.url(key))
+
+    async def stat(self, key: str) -> ObjectInfo:
+        if not key or key.endswith("/"):
+            raise NotFound(f"{self.url(key)} is not a file", url=self.url(key))
+        remote = await self.tree.remote(key)
+        if remote is None:
+            raise NotFound(f"no such file in Synapse: {self.url(key)}", url=self.url(key))
+        if self.syn.remember(key, remote):
+            self._downloads.pop(key, None)
+        return remote.info(key)
+
+    async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        """One children page of one folder (depth first, folders queued in the cursor).
+
+        The cursor is the queue of folders still to list, each with the
+        service's page token. Files are read with their handles a few at a
+        time (``list_concurrency``), each a slot of ``options.requests``.
+        """
+        if cursor:
+            queue: list[list[Any]] = json.loads(cursor)["q"]
+        else:
+            base, _, start = prefix.rpartition("/")
+            folder = await self.tree.folder(base, create=False)
+            if folder is None:
+                return ListPage([], None)
+            queue = [[folder, f"{base}/" if base else "", None, start]]
+        items: list[ObjectInfo] = []
+        while queue and not items:
+            folder_id, path, token, start = queue[0]
+            body: dict[str, Any] = {
+                "parentId": folder_id,
+                "includeTypes": ["folder", "file"],
+                "sortBy": "NAME",
+                "sortDirection": "ASC",
+            }
+            if token:
+                body["nextPageToken"] = token
+            try:
+                doc = await self.rest.call(
+                    "POST",
+                    "repo",
+                    "/entity/children",
+                    body=body,
+                    url=self.url(path),
+                    what="list children",
+                )
+            except NotFound:
+                if folder_id == self.bucket:
+                    raise BucketNotFound(
+                        f"{self.url()} does not exist (no Project or Folder {self.bucket})",
+                        url=self.url(),
+                        status=404,
+                    ) from None
+                raise
+            doc = doc if isinstance(doc, dict) else {}
+            following = doc.get("nextPageToken")
+            if following:
+                queue[0][2] = following
+            else:
+                queue.pop(0)
+            files: list[tuple[str, str]] = []
+            for child in doc.get("page") or []:
+                name = str(child.get("name", ""))
+                if not name.startswith(start):
+                    continue
+                kind = entity_kind(str(child.get("type", "")))
+                if kind == "folder":
+                    queue.append([str(child["id"]), f"{path}{name}/", None, ""])
+                elif kind == "file":
+                    files.append((str(child["id"]), path + name))
+            for key, remote in await bounded_map(self._read_file, files, self.list_concurrency):
+                if remote is not None:
+                    self.syn.remember(key, remote)
+                    items.append(remote.info(key))
+        items.sort(key=lambda i: i.key)
+        return ListPage(items, json.dumps({"q": queue}) if queue else None)
+
+    async def _read_file(self, item: tuple[str, str]) -> tuple[str, Remote | None]:
+        """``(key, its File entity)`` of a listed ``(entity id, key)``; a request slot each."""
+        async with self.options.requests.slot():
+            return item[1], await self.tree.bundle(item[0], item[1])
+
+    async def _pinned(self, key: str, if_match: str | None) -> Remote:
+        """The version a read of ``key`` gets: the one last seen, or the current
+        one; with ``if_match`` (an ``etag``), PreconditionFailed unless the
+        current content has that tag."""
+        remote = self.syn.remembered(key)
+        if remote is None or (if_match is not None and remote.info(key).etag != if_match):
+            remote = await self.tree.remote(key)
+            if remote is None:
+                raise NotFound(f"no such file in Synapse: {self.url(key)}", url=self.url(key))
+            if self.syn.remember(key, remote):
+                # Another version: the cached URL is the old handle's.
+                self._downloads.pop(key, None)
+        if if_match is not None and remote.info(key).etag != if_match:
+            raise PreconditionFailed(
+                f"{self.url(key)} changed (a new version) while it was being read",
+                url=self.url(key),
+            )
+        return remote
+
+    async def read_into(
+        self,
+        key: str,
+        offset: int,
+        buf: memoryview,
+        *,
+        if_match: str | None = None,
+        whole: bool = False,
+    ) -> ObjectInfo:
+        """Ranged GETs of the handle's pre-signed URL (the SDK's); the info is
+        the entity's (size, MD5), which the engine verifies the bytes against."""
+        remote = await self._pinned(key, if_match)
+        await super().read_into(key, offset, buf, whole=whole)
+        return remote.info(key)
+
+    async def read(
+        self,
+        key: str,
+        offset: int = 0,
+        length: int | None = None,
+        *,
+        if_match: str | None = None,
+    ) -> ReadResult:
+        remote = await self._pinned(key, if_match)
+        if length is None:
+            length = max(0, remote.size - offset)
+        length = min(length, max(0, remote.size - offset))
+        buf = bytearray(length)
+        info = await self.read_into(key, offset, memoryview(buf), if_match=if_match)
+        return ReadResult(bytes(buf), info)
+
+    async def delete(self, key: str) -> None:
+        """Delete the File entity at ``key`` (Synapse keeps it in the trash can)."""
+        if not key or key.endswith("/"):
+            return
+        _, entity_id = await self.tree.lookup(key)
+        if entity_id is None:
+            return
+        entity = await self.tree.entity(entity_id, key)
+        kind = entity_kind(str(entity.get("concreteType", "")))
+        if kind != "file":
+            raise BackendError(
+                f"{self.url(key)} is a {kind} entity ({entity_id}); only files are deleted here",
+                url=self.url(key),
+            )
+        await self.rest.call(
+            "DELETE",
+            "repo",
+            f"/entity/{entity_id}",
+            url=self.url(key),
+            what=f"delete {entity_id}",
+            missing_ok=True,
+        )
+
+    # -- uploads: the parts the service holds are not sent again --------------------
+
+    async def put(
+        self,
+        key: str,
+        data: Payload,
+        options: WriteOptions,
+        checksum: Checksum | None = None,
+    ) -> ObjectInfo:
+        """A one-part upload: start (or resume), one part, complete, register."""
+        self._check_key(key)
+        if checksum is not None and checksum.algorithm == "md5":
+            md5 = md5_hex_of_b64(checksum.value)
+        else:
+            md5 = None
+        if md5 is None:
+            md5 = await to_thread_holding(_md5_hex, data)
+        size = len(data)
+        digests = ContentDigests(size, max(size, MIN_PART_SIZE), md5, (md5,))
+        upload = await self.create_multipart(key, replace(options, digests=digests))
+        try:
+            part = await self.upload_part(upload, 1, data, Checksum("md5", _b64(md5)))
+            return await self.complete_multipart(upload, [part])
+        except BaseException:
+            await self.abort_multipart(upload)
+            raise
+
+    async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
+        self._check_key(key)
+        return await super().create_multipart(key, options)
+
+    async def upload_part(
+        self,
+        upload: MultipartUpload,
+        number: int,
+        data: Payload,
+        checksum: Checksum | None = None,
+    ) -> CompletedPart:
+        pending = self.syn.pending.get(upload.upload_id)
+        if pending is not None and number in pending.done:
+            md5 = md5_hex_of_b64(checksum.value) if checksum is not None else None
+            if md5 is None:
+                md5 = await to_thread_holding(_md5_hex, data)
+            return CompletedPart(number, md5, len(data))
+        return await super().upload_part(upload, number, data, checksum)
+
+
+def _md5_hex(data: Payload) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def _b64(md5_hex: str) -> str:
+    return base64.b64encode(bytes.fromhex(md5_hex)).decode("ascii")

@@ -1,0 +1,326 @@
+"""Keys <-> Synapse entities: Folders by name under the container, File entities and their handles.
+
+``syn://syn123/a/b/c.csv`` is the File entity named ``c.csv`` in the Folder
+``b`` in the Folder ``a`` in the Project (or Folder) ``syn123``. Names are
+looked up with ``POST /entity/child`` (what synapseclient's ``get_child``
+does); folder ids are cached for the backend's life (a folder's id never
+changes), files are looked up each time they are asked for (they get new
+versions). Folders are created on demand, once even when many uploads
+into one folder start together (one lock per folder path).
+
+A File entity's bytes are its current version's file handle: size,
+``contentMd5`` (hex), content type, and the entity's ``modifiedOn``. Its
+:class:`~synxfer.ObjectInfo` carries the MD5 as ``checksums["md5"]``
+(base64), so the engine verifies downloads against it, and as the
+``etag`` (hex), so ``--checksum`` compares it with a local file's MD5 and
+a read pinned to it fails if the content changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as _dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from synxfer.backend import BackendError, ObjectInfo, TransientError
+
+from ._rest import Conflict, SynapseRest
+
+__all__ = ["FILE", "FOLDER", "Remote", "Tree", "entity_kind", "parse_time"]
+
+FILE: Final = "org.sagebionetworks.repo.model.FileEntity"
+FOLDER: Final = "org.sagebionetworks.repo.model.Folder"
+PROJECT: Final = "org.sagebionetworks.repo.model.Project"
+
+
+def entity_kind(concrete_type: str) -> str:
+    """``file``, ``folder``, ``project`` or the type's last word, lower-cased."""
+    name = concrete_type.rsplit(".", 1)[-1].lower()
+    return "file" if name == "fileentity" else name
+
+
+def parse_time(value: object) -> float | None:
+    """Synapse's ISO-8601 times (``2024-05-01T12:00:00.000Z``) as epoch seconds."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.UTC)
+    return when.timestamp()
+
+
+def _md5_b64(hex_md5: str | None) -> str | None:
+    if not hex_md5:
+        return None
+    try:
+        raw = bytes.fromhex(hex_md5)
+    except ValueError:
+        return None
+    return base64.b64encode(raw).decode("ascii") if len(raw) == 16 else None
+
+
+def md5_hex_of_b64(value: str) -> str | None:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw.hex() if len(raw) == 16 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A File entity's current version, as the backend needs it."""
+
+    entity_id: str
+    handle_id: str
+    size: int
+    md5: str | None  # hex
+    modified: float | None
+    content_type: str | None = None
+    version: int | None = None
+
+    def info(self, key: str) -> ObjectInfo:
+        b64 = _md5_b64(self.md5)
+        return ObjectInfo(
+            key=key,
+            size=self.size,
+            mtime=self.modified,
+            etag=self.md5 if b64 else f"fh{self.handle_id}",
+            content_type=self.content_type,
+            checksums=MappingProxyType({"md5": b64}) if b64 else MappingProxyType({}),
+        )
+
+
+def remote_from(entity: Mapping[str, Any], handle: Mapping[str, Any] | None) -> Remote:
+    """A Remote from an entity and its file handle (size 0, no MD5 if the handle is absent)."""
+    handle = handle or {}
+    version = entity.get("versionNumber")
+    size = handle.get("contentSize")
+    return Remote(
+        entity_id=str(entity["id"]),
+        handle_id=str(entity.get("dataFileHandleId") or handle.get("id") or ""),
+        size=int(size) if isinstance(size, int | str) and str(size).isdigit() else 0,
+        md5=str(handle["contentMd5"]).lower() if handle.get("contentMd5") else None,
+        modified=parse_time(entity.get("modifiedOn")),
+        content_type=str(handle["contentType"]) if handle.get("contentType") else None,
+        version=int(version) if isinstance(version, int) else None,
+    )
+
+
+class Tree:
+    """The container's folders by path (cached) and the entities under them.
+
+    ``url(key)`` names a key in messages (``syn://syn123/key``).
+    """
+
+    def __init__(self, rest: SynapseRest, root: str, url: Callable[[str], str]) -> None:
+        self.rest = rest
+        self.root = root
+        self.url = url
+        self._folders: dict[str, str] = {"": root}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- plain calls -------------------------------------------------------------
+
+    async def child(self, parent_id: str, name: str, key: str) -> str | None:
+        """The id of the entity named ``name`` in ``parent_id``; None if there is none."""
+        doc = await self.rest.call(
+            "POST",
+            "repo",
+            "/entity/child",
+            body={"parentId": parent_id, "entityName": name},
+            url=self.url(key),
+            what="entity lookup",
+            missing_ok=True,
+        )
+        if not isinstance(doc, dict) or not doc.get("id"):
+            return None
+        return str(doc["id"])
+
+    async def entity(self, entity_id: str, key: str) -> dict[str, Any]:
+        doc = await self.rest.call(
+            "GET", "repo", f"/entity/{entity_id}", url=self.url(key), what=f"get {entity_id}"
+        )
+        if not isinstance(doc, dict):
+            raise BackendError(f"the service sent no entity for {entity_id}", url=self.url(key))
+        return doc
+
+    async def bundle(self, entity_id: str, key: str) -> Remote | None:
+        """The File entity ``entity_id`` with its handle (one call); None if it is not a file."""
+        doc = await self.rest.call(
+            "POST",
+            "repo",
+            f"/entity/{entity_id}/bundle2",
+            body={"includeEntity": True, "includeFileHandles": True},
+            url=self.url(key),
+            what=f"get {entity_id}",
+        )
+        entity = doc.get("entity") if isinstance(doc, dict) else None
+        if not isinstance(entity, dict):
+            raise BackendError(f"the service sent no entity for {entity_id}", url=self.url(key))
+        if entity_kind(str(entity.get("concreteType", ""))) != "file":
+            return None
+        wanted = str(entity.get("dataFileHandleId") or "")
+        handles = doc.get("fileHandles") or []
+        handle = next(
+            (h for h in handles if isinstance(h, dict) and str(h.get("id")) == wanted), None
+        )
+        if handle is None:
+            raise BackendError(
+                f"the service sent no file handle {wanted} for {entity_id}", url=self.url(key)
+            )
+        return remote_from(entity, handle)
+
+    # -- folders -----------------------------------------------------------------
+
+    def known_folder(self, path: str) -> str | None:
+        return self._folders.get(path)
+
+    async def folder(self, path: str, *, create: bool) -> str | None:
+        """The id of the folder at ``path`` ("" is the container); created with
+        its parents when ``create``, else None when missing. A file where a
+        folder should be raises BackendError."""
+        found = self._folders.get(path)
+        if found is not None:
+            return found
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            found = self._folders.get(path)
+            if found is not None:
+                return found
+            parent_path, _, name = path.rpartition("/")
+            parent = await self.folder(parent_path, create=create)
+            if parent is None:
+                return None
+            found = await self._child_folder(parent, name, path)
+            if found is None:
+                if not create:
+                    return None
+                found = await self._create_folder(parent, name, path)
+            self._folders[path] = found
+            return found
+
+    async def _child_folder(self, parent: str, name: str, path: str) -> str | None:
+        found = await self.child(parent, name, path + "/")
+        if found is None:
+            return None
+        entity = await self.entity(found, path + "/")
+        kind = entity_kind(str(entity.get("concreteType", "")))
+        if kind not in ("folder", "project"):
+            raise BackendError(
+                f"{self.url(path)} is a {kind} entity ({found}), not a folder", url=self.url(path)
+            )
+        return found
+
+    async def _create_folder(self, parent: str, name: str, path: str) -> str:
+        try:
+            doc = await self.rest.call(
+                "POST",
+                "repo",
+                "/entity",
+                body={"name": name, "parentId": parent, "concreteType": FOLDER},
+                url=self.url(path + "/"),
+                what="create folder",
+            )
+        except Conflict:
+            # Made meanwhile by someone else: use theirs.
+            found = await self._child_folder(parent, name, path)
+            if found is None:
+                raise
+            return found
+        if not isinstance(doc, dict) or not doc.get("id"):
+            raise BackendError("the service sent no id for a new folder", url=self.url(path))
+        return str(doc["id"])
+
+    # -- files -------------------------------------------------------------------
+
+    async def lookup(self, key: str) -> tuple[str | None, str | None]:
+        """``(parent folder id, entity id)`` of ``key``; either None when missing."""
+        parent_path, _, name = key.rpartition("/")
+        parent = await self.folder(parent_path, create=False)
+        if parent is None:
+            return None, None
+        return parent, await self.child(parent, name, key)
+
+    async def remote(self, key: str) -> Remote | None:
+        """The File entity at ``key``, None when there is none (or a folder is there)."""
+        _, entity_id = await self.lookup(key)
+        if entity_id is None:
+            return None
+        return await self.bundle(entity_id, key)
+
+    async def register(
+        self,
+        parent: str,
+        name: str,
+        key: str,
+        handle_id: str,
+        size: int,
+        md5: str | None,
+        content_type: str | None,
+    ) -> Remote:
+        """Point the File entity ``name`` in ``parent`` at ``handle_id``: a new
+        entity, or a new version of the existing one (as synapseclient's
+        store does). Nothing to do when it points there already (a retried
+        completion)."""
+        for _attempt in range(3):
+            entity_id = await self.child(parent, name, key)
+            if entity_id is None:
+                try:
+                    doc = await self.rest.call(
+                        "POST",
+                        "repo",
+                        "/entity",
+                        body={
+                            "name": name,
+                            "parentId": parent,
+                            "concreteType": FILE,
+                            "dataFileHandleId": handle_id,
+                        },
+                        url=self.url(key),
+                        what="create file entity",
+                    )
+                except Conflict:
+                    continue  # someone made it meanwhile: update theirs
+            else:
+                entity = await self.entity(entity_id, key)
+                kind = entity_kind(str(entity.get("concreteType", "")))
+                if kind != "file":
+                    raise BackendError(
+                        f"{self.url(key)} is a {kind} entity ({entity_id}): a file cannot "
+                        "replace it",
+                        url=self.url(key),
+                    )
+                if str(entity.get("dataFileHandleId")) == handle_id:
+                    doc = entity
+                else:
+                    entity["dataFileHandleId"] = handle_id
+                    try:
+                        doc = await self.rest.call(
+                            "PUT",
+                            "repo",
+                            f"/entity/{entity_id}",
+                            body=entity,
+                            params={"newVersion": "true"},
+                            url=self.url(key),
+                            what=f"new version of {entity_id}",
+                        )
+                    except Conflict:
+                        continue  # changed meanwhile (etag): read it again
+            if not isinstance(doc, dict) or not doc.get("id"):
+                raise BackendError("the service sent no entity back", url=self.url(key))
+            handle = {"id": handle_id, "contentSize": size, "contentMd5": md5}
+            if content_type:
+                handle["contentType"] = content_type
+            return remote_from(doc, handle)
+        raise TransientError(
+            f"{self.url(key)} kept changing while its new version was registered", url=self.url(key)
+        )
