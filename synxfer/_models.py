@@ -316,6 +316,10 @@ class Event:
     verified: bool | None = None
     #: On a PLANNED event: how many files the plan holds for ``action``.
     files: int = 0
+    #: On a DONE event: what the user should know about the file that landed
+    #: (a store's checksum that was wrong for the bytes, or why they could not
+    #: be verified); the same text is in ``TransferResult.warnings``.
+    warning: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +329,20 @@ class FileFailure:
     path: str
     action: Action
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileWarning:
+    """A file that was transferred, and what the user should know about it:
+    a store's checksum that is wrong for the bytes (verified by another one
+    instead), or why the bytes could not be verified (docs/reliability.md)."""
+
+    path: str
+    action: Action
+    message: str
+    #: ``wrong-checksum``: a checksum the store gives was wrong for the bytes,
+    #: which another one verified; ``not-verified``: nothing could verify them.
+    kind: str = "wrong-checksum"
 
 
 @dataclass(slots=True)
@@ -339,6 +357,8 @@ class TransferResult:
     ``not_verified`` counts downloaded files and streamed copies whose source
     vouched for no checksum the data could be checked against (a server-side
     copy never reaches the client and is not counted; docs/reliability.md).
+    ``warnings`` names, per file, a store's checksum found wrong for bytes
+    another checksum verified, and each file that could not be verified, why.
     """
 
     files_transferred: int = 0
@@ -353,6 +373,7 @@ class TransferResult:
     elapsed: float = 0.0
     dryrun: bool = False
     not_verified: int = 0
+    warnings: list[FileWarning] = field(default_factory=list)
 
     @property
     def files_failed(self) -> int:
@@ -391,6 +412,10 @@ class TransferResult:
             ],
             "retries": self.retries,
             "not_verified": self.not_verified,
+            "warnings": [
+                {"path": w.path, "action": w.action.value, "kind": w.kind, "message": w.message}
+                for w in self.warnings
+            ],
             "elapsed": round(self.elapsed, 6),
             "throughput": round(self.throughput, 1),
             "dryrun": self.dryrun,

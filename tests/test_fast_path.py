@@ -254,7 +254,7 @@ def test_cli_printer_asks_only_for_what_it_prints() -> None:
 
     K = synxfer.EventKind
     quiet = EventPrinter(quiet=True, out=io.StringIO(), err=io.StringIO())
-    assert quiet.event_kinds == {K.FAILED, K.RETRY}
+    assert quiet.event_kinds == {K.DONE, K.FAILED, K.RETRY}  # DONE: per-file warnings
     lines = EventPrinter(out=io.StringIO(), err=io.StringIO())
     assert lines.event_kinds == {K.DONE, K.FAILED, K.RETRY}
     json_lines = EventPrinter(json_lines=True, quiet=True, out=io.StringIO())

@@ -781,6 +781,10 @@ async def test_cli_reports_files_it_could_not_verify(
     assert len(unchecked) == 1
     assert "d/kms" in unchecked[0]
     assert proc.stderr.strip().endswith("; not verified: 1"), proc.stderr
+    # Per file on stderr too, with the reason (issue 33).
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 1
+    assert "d/kms: not verified: it is aws:kms-encrypted" in warned[0]
     # With --json: the file's done event says so, and the summary counts it.
     cmd[-1] = str(tmp_path / "dst2")
     js = await asyncio.to_thread(
@@ -791,6 +795,10 @@ async def test_cli_reports_files_it_could_not_verify(
     assert verified == {"kms": False, "plain": True}
     assert lines[-1]["type"] == "summary"
     assert lines[-1]["not_verified"] == 1
+    assert [w["kind"] for w in lines[-1]["warnings"]] == ["not-verified"]
+    assert [line["warning"] for line in lines[:-1] if line.get("warning")] == [
+        w["message"] for w in lines[-1]["warnings"]
+    ]
 
 
 async def test_gcs_downloads_are_checked_against_crc32c(

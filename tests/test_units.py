@@ -301,7 +301,7 @@ def test_public_api_surface() -> None:
         "Client", "TransferConfig", "RetryPolicy", "copy", "download_file", "sync",
         "sync_from", "sync_to", "upload_file",
         # results and events
-        "TransferResult", "FileFailure", "Event", "EventKind", "Action",
+        "TransferResult", "FileFailure", "FileWarning", "Event", "EventKind", "Action",
         # backend SDK
         "Backend", "BackendOptions", "Capabilities", "Checksum", "ObjectInfo", "ReadResult",
         "ListPage", "WriteOptions", "MultipartUpload", "CompletedPart", "PendingUpload", "PartInfo",

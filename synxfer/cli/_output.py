@@ -127,7 +127,9 @@ def summary_line(result: TransferResult) -> str:
 
     ``summary: 3 transferred (1.50 MiB), 2 skipped, 0 deleted, 0 failed in 0.42s, 3.57 MiB/s``
     (prefixed with ``(dryrun) `` for dry runs), then ``; not verified: N``
-    when N downloaded files had no checksum to be checked against.
+    when N downloaded files had no checksum to be checked against, and
+    ``; wrong store checksums: K (see the warnings)`` when K files were
+    verified by another checksum than a wrong one the store gave.
     """
     prefix = "(dryrun) " if result.dryrun else ""
     line = (
@@ -138,6 +140,9 @@ def summary_line(result: TransferResult) -> str:
     )
     if result.not_verified:
         line += f"; not verified: {result.not_verified}"
+    wrong = sum(1 for w in result.warnings if w.kind == "wrong-checksum")
+    if wrong:
+        line += f"; wrong store checksums: {wrong} (see the warnings)"
     return line
 
 
@@ -337,7 +342,8 @@ class EventPrinter:
         (dryrun) download: s3://bucket/k to ./k
         delete: s3://bucket/old
 
-    and failures on stderr: ``upload failed: ./x to s3://b/x <error>``.
+    and failures on stderr: ``upload failed: ./x to s3://b/x <error>``, as
+    are a landed file's warnings: ``warning: s3://b/k: <why>``.
     JSON mode prints one object per DONE/SKIPPED/FAILED event on stdout.
 
     It never raises into the engine: an error writing output is kept in
@@ -366,13 +372,12 @@ class EventPrinter:
     @property
     def event_kinds(self) -> frozenset[EventKind]:
         """The events this printer uses; the engine builds no others."""
-        kinds = {EventKind.FAILED, EventKind.RETRY}
+        # DONE even when quiet: a file's warning rides on it (printed as errors are).
+        kinds = {EventKind.DONE, EventKind.FAILED, EventKind.RETRY}
         if self.progress is not None:
             kinds |= PROGRESS_EVENTS
         if self.json_lines:
-            kinds |= {EventKind.DONE, EventKind.SKIPPED}
-        elif not self.quiet:
-            kinds.add(EventKind.DONE)
+            kinds.add(EventKind.SKIPPED)
         return frozenset(kinds)
 
     def __call__(self, event: Event) -> None:
@@ -404,6 +409,10 @@ class EventPrinter:
             self._emit(self.err, self._human(event))
         elif kind is EventKind.DONE and not self.quiet and not self.json_lines:
             self._emit(self.out, self._human(event))
+        if kind is EventKind.DONE and event.warning:
+            # Per file, on stderr, whatever the mode: a store's wrong checksum,
+            # or why the file could not be verified.
+            self._emit(self.err, redact(f"warning: {cli_words(event.warning)}"))
 
     def _emit(self, stream: TextIO, line: str) -> None:
         if self.progress is not None:
@@ -425,6 +434,8 @@ class EventPrinter:
         }
         if event.verified is not None:
             out["verified"] = event.verified
+        if event.warning is not None:
+            out["warning"] = redact(cli_words(event.warning))
         return out
 
     @staticmethod

@@ -17,7 +17,15 @@ from typing import Literal, Protocol
 
 from .._config import TransferConfig
 from .._exceptions import BackendError, NoCredentials, SynxferError
-from .._models import Action, Event, EventKind, FileFailure, TransferResult, WriteOptions
+from .._models import (
+    Action,
+    Event,
+    EventKind,
+    FileFailure,
+    FileWarning,
+    TransferResult,
+    WriteOptions,
+)
 from .journal import ResumeJournal
 from .scheduler import Scheduler
 
@@ -40,6 +48,8 @@ class Run:
     result: TransferResult = field(default_factory=TransferResult)
     started: float = field(default_factory=time.monotonic)
     write_options: WriteOptions | None = None
+    #: Warnings of files still in flight, by ``id(job)`` (:meth:`Engine.warn`).
+    notes: dict[int, list[str]] = field(default_factory=dict)
 
     def finish(self) -> TransferResult:
         self.result.elapsed = time.monotonic() - self.started
@@ -220,10 +230,24 @@ class Engine:
             r.bytes_transferred += job.size if nbytes is None else nbytes
         if verified is False:
             r.not_verified += 1
-        if verified is None:
-            self._event(EventKind.DONE, job, run)
-        else:
-            self._event(EventKind.DONE, job, run, verified=verified)
+        # The warnings this file's transfer gave (:meth:`warn`), on its DONE event too.
+        notes = run.notes.pop(id(job), None)
+        extra: dict[str, object] = {} if verified is None else {"verified": verified}
+        if notes:
+            extra["warning"] = "; ".join(notes)
+        self._event(EventKind.DONE, job, run, **extra)
+
+    def warn(self, message: str, kind: str = "wrong-checksum") -> None:
+        """The file being transferred landed, and the user should know
+        ``message`` about it (``TransferResult.warnings``, and its DONE event);
+        ``kind``: see :class:`~synxfer.FileWarning`."""
+        current = _current.get()
+        if current is None:
+            log.warning("%s", message)
+            return
+        run, job = current
+        run.result.warnings.append(FileWarning(job.src, job.action, message, kind))
+        run.notes.setdefault(id(job), []).append(message)
 
     def skipped(self, run: Run, job: Job, reason: str | None = None) -> None:
         run.result.files_skipped += 1
@@ -234,6 +258,7 @@ class Engine:
         msg = exc if isinstance(exc, str) else describe_error(exc, (job.src, job.dst))
         path = job.src if job.action is not Action.DELETE else job.dst
         run.result.failures.append(FileFailure(path, job.action, msg))
+        run.notes.pop(id(job), None)
         self._event(EventKind.FAILED, job, run, error=msg)
 
     def on_retry(self, op: str, attempt: int, exc: BaseException) -> None:

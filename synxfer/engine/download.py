@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -42,14 +43,18 @@ from .parts import (
 )
 from .scheduler import Lease
 from .verify import (
+    Mismatch,
     Plan,
+    Settled,
     Sums,
+    Vouching,
     check_size,
     check_version,
     fetch_checked,
-    gather_layout,
+    gather_claims,
     gave_up,
     plan,
+    primary,
     retry_mismatch,
     unit_value,
 )
@@ -126,18 +131,21 @@ async def _download_single(
     is in memory, and the thread call removes its temp file on any failure.
     A mismatch is fetched again under the retry policy. A multipart object
     checked by a composite checksum asks for its part layout first
-    (:func:`.verify.gather_layout`), and hashes each part's slice.
+    (:func:`.verify.gather_claims`), and hashes each part's slice. When
+    the planned checksum does not match, or none could be planned, the
+    others are tried on the bytes in memory (:class:`.verify.Vouching`).
     """
     scheduler = engine.scheduler
     resumable = engine.resumable
     src = backend.url(key)
     attempts = 0
-    verified = backend.capabilities.verified_reads
+    verified_reads = backend.capabilities.verified_reads
+    vouching: Vouching | None = None
     async with scheduler.reserve(size) as lease:
         view = lease.view()
 
         async def attempt() -> None:
-            nonlocal attempts, verified
+            nonlocal attempts, vouching
             attempts += 1
             # With the journal on, the stable name an interrupted run would
             # have left (overwritten here); without it, a unique one.
@@ -146,19 +154,29 @@ async def _download_single(
             info = await backend.read_into(key, 0, view, if_match=etag, whole=True)
             engine.progress(size, "down")
             check_size(src, size, info, "download")
-            exp, layout = await gather_layout(backend, key, info, info.etag or etag)
-            if exp is None and not verified:
+            claims = await gather_claims(backend, key, info, info.etag or etag)
+            exp, layout = primary(claims)
+            if exp is None and not verified_reads:
                 # Some services send no whole-object checksum with a ranged
                 # GET (S3 may not, even for a range that covers the object):
                 # ask a HEAD before calling the file unverified.
                 head = await backend.stat(key)
                 if head.etag == info.etag and head.size == info.size:
-                    exp, layout = await gather_layout(backend, key, head, head.etag or etag)
-            verified = verified or exp is not None
+                    info = dataclasses.replace(
+                        info, checksums=head.checksums, encryption=head.encryption
+                    )
+                    claims = await gather_claims(backend, key, head, head.etag or etag)
+                    exp, layout = primary(claims)
+            if vouching is None:
+                vouching = Vouching(src, info, claims)
+            else:
+                vouching.update(info, claims)
             check = None
             if exp is not None:
                 whole = plan(size, max(size, 1), exp, layout)
-                check = functools.partial(_check_whole, whole, src)
+                check = functools.partial(_check_whole, whole, src, vouching)
+            elif not verified_reads:
+                check = functools.partial(_vouch_whole, vouching)
             # A zstd-compressed object is checked, then decompressed (.compress).
             write = (
                 functools.partial(write_decompressed, info=info, url=src)
@@ -180,21 +198,42 @@ async def _download_single(
 
         try:
             await retry_mismatch(engine, "download", attempt)
+        except Settled as settled:
+            raise gave_up(settled.error, attempts, dest, same=True) from None
         except Undecodable as bad:
             raise gave_up(bad.error, attempts, dest, same=attempts > 1) from None
         except IntegrityError as exc:
             raise gave_up(exc, attempts, dest) from None
-    return size, verified
+    assert vouching is not None
+    if vouching.note is not None:
+        engine.warn(vouching.note, vouching.note_kind)
+    return size, verified_reads or vouching.verified
 
 
-def _check_whole(p: Plan, url: str, data: memoryview) -> None:
-    """Check an object held whole in ``data`` (in the thread that wrote it)."""
+def _check_whole(p: Plan, url: str, vouching: Vouching, data: memoryview) -> None:
+    """Check an object held whole in ``data`` (in the thread that wrote it)
+    against its planned claim, else against the others (:class:`.verify.Vouching`);
+    :class:`.verify.Settled` when it failed the same way before."""
     sums = Sums(p)
     for unit, members in enumerate(p.units):
         (index,) = members  # one range per unit: the plan's ranges are whole parts
         r = p.ranges[index]
         sums.record(unit, unit_value(p.kind, data[r.offset : r.offset + r.length]))
-    sums.check(url)
+    try:
+        sums.check(url)
+    except Mismatch as exc:
+        settled = vouching.settled(exc)
+        try:
+            vouching.rescue(exc, data, len(data), settled=settled)
+        except IntegrityError as other:
+            if settled:
+                raise Settled(other) from None
+            raise
+
+
+def _vouch_whole(vouching: Vouching, data: memoryview) -> None:
+    """Nothing was planned: try what can vouch for ``data`` after the fact."""
+    vouching.unverified(data, len(data))
 
 
 async def _download_ranges(
@@ -226,7 +265,8 @@ async def _download_ranges(
         info = await backend.stat(key)
         check_size(src, size, info, "download")
         check_version(src, etag, info)
-        exp, layout = await gather_layout(backend, key, info, info.etag)
+        claims = await gather_claims(backend, key, info, info.etag)
+        exp, layout = primary(claims)
         p = plan(size, part_size, exp, layout)
         journaled = None if is_compressed(info) else await entry
     finally:
@@ -311,6 +351,16 @@ async def _download_ranges(
             await engine.journal.download_parts(str(dest), str(tmp), records)
             engine.progress(part.length, "down")
 
+        vouching = Vouching(src, info, claims)
+        verified_reads = backend.capabilities.verified_reads
+
+        async def vouch(error: IntegrityError | None, settled: bool) -> None:
+            # The bytes are in the temp file: what else vouches for them is
+            # computed from it, off the loop, without fetching again.
+            if error is None and verified_reads:
+                return
+            await scheduler.io(_vouch_file, vouching, tmp, size, error, settled)
+
         turns: dict[int, asyncio.Event] = {}
         await fetch_checked(
             engine,
@@ -323,6 +373,7 @@ async def _download_ranges(
             fetched_part,
             have=resumed,
             fetch_size=fetch_size(engine.config.memory_budget, part_size),
+            vouch=vouch,
         )
         await f.finish(_mtime_ns(info), info.etag)
         await f.close()
@@ -330,7 +381,9 @@ async def _download_ranges(
         committed = True
         await recorded()
         await engine.journal.download_done(str(dest))
-        return min(fetched, size), exp is not None or backend.capabilities.verified_reads
+        if vouching.note is not None:
+            engine.warn(vouching.note, vouching.note_kind)
+        return min(fetched, size), vouching.verified or verified_reads
     except asyncio.CancelledError:
         keep = resumable  # the next run picks up from the journal
         raise
@@ -344,6 +397,22 @@ async def _download_ranges(
             if not keep:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+
+def _vouch_file(
+    vouching: Vouching, path: Path, size: int, error: IntegrityError | None, settled: bool
+) -> None:
+    """:meth:`.verify.Vouching.rescue` (``error``: the planned check's) or
+    :meth:`~.verify.Vouching.unverified` over the temp file at ``path``.
+    Blocking: a worker thread."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if error is None:
+            vouching.unverified(fd, size)
+        else:
+            vouching.rescue(error, fd, size, settled=settled)
+    finally:
+        os.close(fd)
 
 
 #: What a fetch gives back: its ranges' unit values, in order (None: unchecked).

@@ -42,6 +42,7 @@ import base64
 import dataclasses
 import logging
 import math
+import os
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,23 +62,33 @@ if TYPE_CHECKING:
     from .scheduler import Lease
 
 __all__ = [
+    "COMMON_PART_SIZES",
+    "MAX_CANDIDATES",
+    "Claim",
     "Expectation",
     "Layout",
+    "Mismatch",
     "Plan",
     "Settled",
     "Sums",
+    "Vouching",
+    "candidate_layouts",
     "check_size",
     "check_version",
+    "claim_value",
     "expectations",
     "fetch_checked",
     "find_layout",
+    "gather_claims",
     "gather_layout",
     "gave_up",
     "group_ranges",
     "plan",
+    "primary",
     "raise_mismatch_of",
     "retry_mismatch",
     "unit_value",
+    "unverified_reason",
 ]
 
 T = TypeVar("T")
@@ -427,9 +438,10 @@ class Sums:
                 f"but {len(self.plan.segments)} were read"
             )
         if got != exp.value:
-            raise IntegrityError(
+            raise Mismatch(
                 f"{url}: downloaded data does not match the object's {exp.what} "
-                f"({_b64(got)} != {_b64(exp.value)})"
+                f"({_b64(got)} != {_b64(exp.value)})",
+                got,
             )
 
 
@@ -448,21 +460,41 @@ def unit_value(kind: Kind | None, data: memoryview) -> int | bytes | None:
     return h.digest()
 
 
-async def gather_layout(
+# -- claims: what vouches for the bytes, and the part layouts to check them with ------
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One checksum the source vouches for, with the part layout(s) to
+    compute it over: none for a whole-object checksum, one when it is
+    known (synxfer's metadata, or the store told it), several *candidates*
+    (``inferred``) when the store will not tell (:func:`candidate_layouts`)."""
+
+    exp: Expectation
+    layouts: tuple[Layout, ...] = ()
+    inferred: bool = False
+
+
+async def gather_claims(
     backend: Backend, key: str, info: ObjectInfo, etag: str | None
-) -> tuple[Expectation | None, Layout | None]:
-    """The best checksum ``info`` vouches for that can be checked here
-    (:func:`expectations`), and the part layout it needs, if composite.
+) -> list[Claim]:
+    """Every checksum ``info`` vouches for that can be computed here, best
+    first (:func:`expectations`), each with its layout: the first one that
+    is not ``inferred`` is the one a download plans for (:func:`primary`);
+    the rest can vouch for the bytes when it does not match (:class:`Vouching`).
 
     The layout of an object synxfer uploaded is in its metadata
     (``synxfer-part-size``); any other's is asked of the backend
-    (:func:`find_layout`), once.
+    (:func:`find_layout`), once; when that fails, a composite checksum's
+    candidates are inferred from its parts count and the object's size.
     """
     layout: Layout | None = None
     asked = False
+    out: list[Claim] = []
     for exp in expectations(info):
         if not exp.composite:
-            return exp, None
+            out.append(Claim(exp))
+            continue
         if not asked:
             # One part is the whole object; else synxfer's metadata, else ask.
             layout = Layout(max(info.size, 1), 1) if exp.parts == 1 else _own_layout(info)
@@ -470,8 +502,283 @@ async def gather_layout(
                 layout = await find_layout(backend, key, info.size, exp.parts or 0, etag)
             asked = True
         if layout is not None and (not exp.parts or exp.parts == layout.count):
-            return exp, layout
+            out.append(Claim(exp, (layout,)))
+        elif exp.parts:
+            candidates = candidate_layouts(info.size, exp.parts)
+            if candidates:
+                out.append(Claim(exp, tuple(candidates), inferred=True))
+    return out
+
+
+def primary(claims: Sequence[Claim]) -> tuple[Expectation | None, Layout | None]:
+    """The claim a download plans for: the best whose layout is known."""
+    for claim in claims:
+        if not claim.inferred:
+            return claim.exp, (claim.layouts[0] if claim.layouts else None)
     return None, None
+
+
+async def gather_layout(
+    backend: Backend, key: str, info: ObjectInfo, etag: str | None
+) -> tuple[Expectation | None, Layout | None]:
+    """The best checksum ``info`` vouches for that can be checked here
+    (:func:`expectations`), and the part layout it needs, if composite
+    (:func:`gather_claims`, :func:`primary`)."""
+    return primary(await gather_claims(backend, key, info, etag))
+
+
+_MiB = 1 << 20
+
+#: Part sizes S3 tools choose, most common first: 8 MiB (aws-cli, boto3's
+#: ``upload_file``, synapseclient, synxfer), 5 MiB (S3's minimum; rclone for
+#: small files), 16 MiB (rclone), 15 MiB, 50 MiB (s5cmd), 64 MiB, then
+#: round figures in MiB and in MB (10^6: tools configured in "MB").
+COMMON_PART_SIZES: tuple[int, ...] = (
+    8 * _MiB,
+    5 * _MiB,
+    16 * _MiB,
+    15 * _MiB,
+    50 * _MiB,
+    64 * _MiB,
+    8_000_000,
+    10 * _MiB,
+    32 * _MiB,
+    100 * _MiB,
+    128 * _MiB,
+    5_000_000,
+    10_000_000,
+    16_000_000,
+    50_000_000,
+    100_000_000,
+)
+
+#: At most this many part layouts are checked for one object whose layout the
+#: store will not tell. Each costs a pass over the bytes (MD5: ~1.4 s of CPU
+#: per GiB); docs/decisions/0027 records why this many.
+MAX_CANDIDATES = 6
+
+
+def candidate_layouts(size: int, count: int, limit: int = MAX_CANDIDATES) -> list[Layout]:
+    """The part layouts a tool may have uploaded a ``count``-part object of
+    ``size`` bytes with, most likely first, at most ``limit``.
+
+    A part size ``p`` fits when ``(count - 1) * p < size <= count * p`` (every
+    part full but the last). Tried in order: :data:`COMMON_PART_SIZES`;
+    aws-cli's 8 MiB doubled until the parts fit (s3transfer's adjuster);
+    ``size / count`` rounded up to a whole MiB, a whole MB and a byte (tools
+    that divide); then whole MiB values upwards from the smallest that fits.
+    """
+    if count < 2 or size < count or limit < 1:
+        return []
+    lo = -(-size // count)  # the smallest p with count * p >= size
+    hi = (size - 1) // (count - 1)  # the largest p with (count - 1) * p < size
+    picks: list[int] = []
+
+    def add(p: int) -> None:
+        if lo <= p <= hi and p not in picks:
+            picks.append(p)
+
+    for p in COMMON_PART_SIZES:
+        add(p)
+    p = 8 * _MiB
+    while p <= hi:
+        add(p)
+        p *= 2
+    whole_mib = -(-lo // _MiB) * _MiB
+    add(whole_mib)
+    add(-(-lo // 1_000_000) * 1_000_000)
+    add(lo)
+    p = whole_mib
+    while len(picks) < limit and p <= hi:
+        add(p)
+        p += _MiB
+    return [Layout(p, count) for p in picks[:limit]]
+
+
+#: Bytes read at a time when a claim is computed over a file.
+_READ_CHUNK = 8 << 20
+
+#: Where a download's bytes are, for a claim computed after the fact: in
+#: memory, or in a file (its descriptor).
+Source = memoryview | int
+
+
+def claim_value(exp: Expectation, layout: Layout | None, src: Source, size: int) -> bytes:
+    """``exp``'s checksum computed over ``src`` (``size`` bytes) cut into
+    ``layout``'s parts when composite. Blocking: call from a worker thread."""
+    if exp.composite:
+        assert layout is not None
+        bounds = layout.bounds(size)
+    else:
+        bounds = [(0, size)]
+    buf = None if isinstance(src, memoryview) else bytearray(min(_READ_CHUNK, max(size, 1)))
+    values = [_run_value(exp.kind, src, offset, length, buf) for offset, length in bounds]
+    return ck.composite(exp.kind, values) if exp.composite else values[0]
+
+
+def _run_value(kind: Kind, src: Source, offset: int, length: int, buf: bytearray | None) -> bytes:
+    crc = 0
+    hasher = None if kind in CRC_KINDS else ck.new_hash(kind)
+
+    def feed(chunk: memoryview) -> None:
+        nonlocal crc
+        if hasher is None:
+            crc = ck.crc_value(kind, chunk, crc)
+        else:
+            hasher.update(chunk)
+
+    if isinstance(src, memoryview):
+        feed(src[offset : offset + length])
+    else:
+        assert buf is not None
+        view = memoryview(buf)
+        while length > 0:
+            n = os.preadv(src, [view[: min(length, len(buf))]], offset)
+            if n <= 0:
+                raise IntegrityError(f"the download's temp file ended at byte {offset}")
+            feed(view[:n])
+            offset += n
+            length -= n
+    return ck.to_bytes(kind, crc) if hasher is None else hasher.digest()
+
+
+class Mismatch(IntegrityError):
+    """The data does not match the planned claim; ``got`` is what it gave."""
+
+    def __init__(self, message: str, got: bytes) -> None:
+        super().__init__(message)
+        self.got = got
+
+
+class Vouching:
+    """What vouches for one download's bytes, across its attempts.
+
+    When the planned claim (``planned``) does not match, another claim that
+    does vouches for the bytes (:meth:`rescue`): a claim that matches is
+    independent evidence (an MD5 or CRC does not match corrupt bytes by
+    chance), so the file lands and :attr:`note` names the store's wrong
+    claim. When nothing could be planned, the inferred layouts are tried
+    (:meth:`unverified`). Its methods are blocking (worker thread).
+    """
+
+    def __init__(self, url: str, info: ObjectInfo, claims: Sequence[Claim]) -> None:
+        self.url = url
+        self.seen: list[tuple[bytes, ...]] = []
+        self.mismatches: set[bytes] = set()
+        self.note: str | None = None
+        #: The note's kind (:class:`~synxfer.FileWarning`).
+        self.note_kind = "wrong-checksum"
+        self.verified = False
+        self.update(info, claims)
+
+    def update(self, info: ObjectInfo, claims: Sequence[Claim]) -> None:
+        """The claims of this attempt's answer (a fresh GET or HEAD)."""
+        self.info = info
+        self.planned, _ = primary(claims)
+        self.others = [c for c in claims if self.planned is None or c.exp != self.planned]
+        self.note = None
+        self.note_kind = "wrong-checksum"
+        self.verified = self.planned is not None
+
+    def settled(self, error: Mismatch) -> bool:
+        """Whether the planned claim failed this same way before (the
+        data came back the same: fetching again cannot help)."""
+        again = error.got in self.mismatches
+        self.mismatches.add(error.got)
+        return again
+
+    def _match(
+        self, src: Source, size: int, inferred: bool
+    ) -> tuple[Claim | None, tuple[bytes, ...]]:
+        values: list[bytes] = []
+        for claim in self.others:
+            if claim.inferred and not inferred:
+                continue
+            for layout in claim.layouts or (None,):
+                value = claim_value(claim.exp, layout, src, size)
+                if value == claim.exp.value:
+                    return claim, ()
+                values.append(value)
+        return None, tuple(values)
+
+    def _tried(self, inferred: bool) -> str:
+        names = []
+        for claim in self.others:
+            if claim.inferred and not inferred:
+                continue
+            n = len(claim.layouts)
+            names.append(
+                f"its {claim.exp.what} with {n} part sizes tried"
+                if claim.inferred
+                else f"its {claim.exp.what}"
+            )
+        return ", ".join(names)
+
+    def rescue(self, error: IntegrityError, src: Source, size: int, *, settled: bool) -> None:
+        """The planned claim did not match ``src``: return when another
+        claim does (:attr:`note` names the wrong one), else raise ``error``
+        saying what else was tried. ``settled``: the data came back the same
+        before; only then are inferred layouts tried (each a pass over the
+        bytes), and the error says what the user can do."""
+        assert self.planned is not None
+        found, _ = self._match(src, size, inferred=settled)
+        if found is not None:
+            self.note = (
+                f"{self.url}: the store's {self.planned.what} is wrong for these bytes; "
+                f"verified by the {found.exp.what} instead"
+            )
+            return
+        tried = self._tried(inferred=settled)
+        msg = str(error)
+        if tried:
+            msg += f", nor {tried}"
+        if settled:
+            msg += (
+                "; no checksum the store gives matches the bytes it serves: the object may be "
+                "damaged on the server (upload it again from a good copy)"
+            )
+        raise Mismatch(msg, error.got if isinstance(error, Mismatch) else b"") from None
+
+    def unverified(self, src: Source, size: int) -> None:
+        """Nothing could be planned: return when an inferred layout's claim
+        matches (:attr:`verified`), or when nothing can vouch for these
+        bytes and they came back the same as before (:attr:`note` says why
+        per file); raise IntegrityError (fetch again) when the bytes may
+        have been damaged on the way."""
+        self.note_kind = "not-verified"
+        if not self.others:
+            self.note = f"{self.url}: not verified: {unverified_reason(self.info)}"
+            return
+        found, values = self._match(src, size, inferred=True)
+        if found is not None:
+            self.verified = True
+            return
+        if values in self.seen:
+            self.note = (
+                f"{self.url}: not verified: the store does not tell its part layout, "
+                f"and {self._tried(inferred=True)} none matched the same bytes twice"
+            )
+            return
+        self.seen.append(values)
+        raise IntegrityError(
+            f"{self.url}: downloaded data matches none of {self._tried(inferred=True)}"
+        )
+
+
+def unverified_reason(info: ObjectInfo) -> str:
+    """Why nothing here can check ``info``'s bytes, in the user's words."""
+    if (info.encryption or "").lower() in _OPAQUE_ETAG_ENCRYPTION and not info.checksums:
+        return (
+            f"it is {info.encryption}-encrypted (its ETag is not an MD5) "
+            "and the store gives no checksum"
+        )
+    kinds = sorted({name.removesuffix(_COMPOSITE) for name in info.checksums})
+    missing = [k for k in kinds if k in ck.KINDS and not ck.available(k)]
+    if missing:
+        return f"its {', '.join(ck.label(k) for k in missing)} cannot be computed here"
+    if etag_parts(info.etag) and any(n.endswith(_COMPOSITE) for n in info.checksums):
+        return "the store does not tell its part layout"
+    return "the store gives no checksum for it"
 
 
 # -- a mismatch: fetched again, or given up on -------------------------------------
@@ -521,6 +828,7 @@ async def fetch_checked(
     *,
     have: Collection[int] = (),
     fetch_size: int = 0,
+    vouch: Callable[[IntegrityError | None, bool], Awaitable[None]] | None = None,
 ) -> None:
     """Move ``sums.plan``'s ranges through the scheduler (``work``, then
     ``then`` records each range's unit value) pass after pass under the retry
@@ -534,6 +842,12 @@ async def fetch_checked(
     With ``fetch_size``, the ranges of a plan that is not chained go in
     fetches of up to that many bytes (:func:`group_ranges`): ``work`` and ``then``
     get each fetch, and find its ranges with :meth:`Plan.covering`.
+
+    ``vouch(error, settled)`` looks at the written bytes when the planned
+    check fails (``error``; ``settled``: every unit came back the same) on
+    the first pass or for good, and when nothing was planned (``error``
+    None): it returns when another claim vouches for them, else raises
+    IntegrityError (:class:`Vouching` does the work).
     """
     p = sums.plan
     attempts = 0
@@ -556,15 +870,24 @@ async def fetch_checked(
             raise_mismatch_of(group)
             raise
         if p.exp is None:
+            if vouch is not None:
+                await vouch(None, False)
             return
         try:
             await engine.scheduler.io(sums.check, url)
         except IntegrityError as exc:
-            if all(sums.confirmed):
-                # Every unit came back the same twice: fetching again
-                # cannot help, the data and the checksum disagree.
+            # Every unit came back the same twice: fetching again cannot
+            # help, the data and the checksum disagree.
+            settled = all(sums.confirmed)
+            if vouch is not None and (attempts == 1 or settled):
+                try:
+                    await vouch(exc, settled)
+                    return  # another claim vouches for the bytes
+                except IntegrityError as other:
+                    exc = other
+            if settled:
                 raise Settled(exc) from None
-            raise
+            raise exc from None
 
     try:
         await retry_mismatch(engine, op, one_pass)
