@@ -261,11 +261,18 @@ class PendingUpload:
 
 @dataclass(frozen=True, slots=True)
 class CompletedPart:
-    """A part the backend accepted: 1-based ``number``, its ETag and size."""
+    """A part the backend accepted: 1-based ``number``, its ETag and size.
+
+    ``checksum``: the part's checksum (base64) that completing the upload
+    needs, if the backend needs one (S3 uploads declared with CRC32C). The
+    resume journal keeps it, so an upload resumed in another process can be
+    completed on a server whose part listing does not report it.
+    """
 
     number: int
     etag: str
     size: int
+    checksum: str | None = None
 
 
 class Action(enum.Enum):

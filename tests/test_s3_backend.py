@@ -19,6 +19,7 @@ import pytest
 from synxfer import (
     BackendOptions,
     BucketNotFound,
+    CompletedPart,
     MiB,
     NotFound,
     PreconditionFailed,
@@ -368,8 +369,11 @@ async def test_multipart_round_trip(backend: S3Backend, server: Server) -> None:
             assert "content-md5" in part.headers
             assert flexible == []
         else:
-            assert "content-md5" not in part.headers
             assert flexible == ["x-amz-checksum-crc32c"]
+    if not backend.md5_only:
+        # The front echoes the CRC32C it verified, as S3 does: from the first
+        # answer on, bodies to this endpoint carry no Content-MD5.
+        assert "content-md5" not in parts[-1].headers
         assert part.headers.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD"
     if backend.md5_only:
         assert "x-amz-checksum-algorithm" not in create.headers
@@ -399,12 +403,13 @@ async def test_resumed_upload_completes_with_listed_part_checksums(
     assert (await backend.read("mp/resumed")).data == p1 + p2
 
 
-async def test_parts_without_a_known_checksum_are_sent_again(
+async def test_parts_without_a_listed_checksum_complete_with_the_kept_one(
     backend: S3Backend, server: Server
 ) -> None:
-    """A server whose ListParts reports no part checksums (SeaweedFS): a later
-    run cannot complete the CRC32C parts an earlier one sent, so they are not
-    listed (the engine sends them again); parts it sent itself are."""
+    """A server whose ListParts reports no part checksums (SeaweedFS, stock
+    moto): a later process lists every part, those an earlier one sent
+    without a checksum, and completes the upload with the CRC32C the caller
+    kept for them (the resume journal's)."""
     p1, p2 = body(5 * MiB, seed=3), body(10, seed=4)
     up = await backend.create_multipart("mp/plain", WriteOptions())
     await backend.upload_part(up, 1, p1, native(backend, p1))
@@ -412,13 +417,12 @@ async def test_parts_without_a_known_checksum_are_sent_again(
     try:
         async with type(backend)(backend.bucket, BackendOptions(endpoint_url=server.url)) as later:
             listed = await later.list_parts(up)
-            if backend.md5_only:  # nothing to complete with: all parts count
-                assert [p.number for p in listed] == [1]
-            else:
-                assert listed == []
-            part1 = await later.upload_part(up, 1, p1, native(backend, p1))
+            assert [(p.number, p.checksum) for p in listed] == [(1, None)]
+            kept = None if backend.md5_only else crc32c(p1).value
+            part1 = CompletedPart(1, listed[0].etag, listed[0].size, kept)
             part2 = await later.upload_part(up, 2, p2, native(backend, p2))
-            assert [p.number for p in await later.list_parts(up)] == [1, 2]
+            again = [(p.number, p.checksum) for p in await later.list_parts(up)]
+            assert again == [(1, None), (2, part2.checksum)]
             await later.complete_multipart(up, [part1, part2])
     finally:
         server.front.plain_list_parts = False
@@ -484,11 +488,15 @@ async def test_wrong_content_md5_is_rejected(backend: S3Backend) -> None:
 
 async def test_put_checksum_header(backend: S3Backend, server: Server) -> None:
     await backend.put("h", b"abc", WriteOptions(), md5(b"abc"))
-    await backend.put("h2", b"abc", WriteOptions())  # no checksum given: none sent
+    # No checksum given: Content-MD5 all the same (every S3 server verifies it).
+    await backend.put("h2", b"abc", WriteOptions())
+    await backend.put("h3", b"abc", WriteOptions(), crc32c(b"abc"))
+    # The front echoed the CRC32C it verified: from now on, CRC32C alone.
     await backend.put("h3", b"abc", WriteOptions(), crc32c(b"abc"))
     puts = [s for s in server.front.for_bucket(backend.bucket) if s.method == "PUT"]
+    del puts[-2]
     assert puts[-3].headers["content-md5"] == b64md5(b"abc")
-    assert "content-md5" not in puts[-2].headers
+    assert puts[-2].headers["content-md5"] == b64md5(b"abc")
     for seen in puts[-3:-1]:
         assert not [h for h in seen.headers if h.startswith("x-amz-checksum-")]
     assert puts[-1].headers["x-amz-checksum-crc32c"] == crc32c(b"abc").value

@@ -148,7 +148,10 @@ class VerifyChecksums:
       (``400 BadDigest``), one listed without any (``400 InvalidRequest``).
 
     Bodies without such headers pass untouched, as do aws-chunked bodies
-    (their checksum is a trailer).
+    (their checksum is a trailer). A PutObject or UploadPart accepted with
+    an ``x-amz-checksum-*`` header gets it back in the answer, as S3 echoes
+    the checksum it verified (clients learn from the echo that this server
+    verifies them).
     """
 
     def __init__(self, app: WSGIApp) -> None:
@@ -182,6 +185,9 @@ class VerifyChecksums:
                     label = "Content-MD5" if name == "md5" else name.upper()
                     message = _BAD_DIGEST.format(label)
                     return _error(start_response, "400 Bad Request", "BadDigest", message)
+            echo = [(f"x-amz-checksum-{n}", v) for n, v in sent.items() if n != "md5"]
+            if echo and method == "PUT" and "HTTP_X_AMZ_COPY_SOURCE" not in environ:
+                start_response = _echoing(start_response, echo)
         declared = environ.get("HTTP_X_AMZ_CHECKSUM_ALGORITHM")
         if method == "POST" and "uploads" in query and declared:
             return self._create(environ, start_response, declared.lower())
@@ -310,6 +316,17 @@ class VerifyChecksums:
             headers.append(("Content-Length", str(len(data))))
         start_response(status, headers, exc_info)
         return [data]
+
+
+def _echoing(start_response: Callable[..., Any], echo: list[tuple[str, str]]) -> Callable[..., Any]:
+    """``start_response`` that adds ``echo`` to a 2xx answer's headers."""
+
+    def respond(status: str, headers: Any, exc_info: Any = None) -> Any:
+        if status.startswith("2"):
+            headers = [*headers, *echo]
+        return start_response(status, headers, exc_info)
+
+    return respond
 
 
 def _env(algorithm: str) -> str:

@@ -48,6 +48,8 @@ object: only by the credential source the wire asks before each request.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import dataclasses
 import math
 import os
@@ -88,8 +90,9 @@ from synxfer.backend import (
 from ._classify import bucket_not_found, classify
 from ._copy import copy_object
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
-from ._headers import result_checksums
+from ._headers import b64md5, etag_md5, result_checksums
 from ._parts import PartSums, crc32c_b64, multipart_etag
+from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
 from ._wire import S3Wire, s3_code
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
@@ -208,6 +211,8 @@ class S3Backend(Backend):
         self._wire: S3Wire | None = None
         self._bucket_exists = False
         self._sums = PartSums()
+        #: What the endpoint showed it verifies (shared per endpoint; set by :meth:`open`).
+        self._trust: EndpointTrust | None = None
 
     # -- hooks for S3-compatible profiles ------------------------------------
 
@@ -268,6 +273,7 @@ class S3Backend(Backend):
             recv_threads=self.recv_off_loop,
         )
         self.region = region
+        self._trust = endpoint_trust(self.endpoint_url or f"https://s3.{region}.amazonaws.com")
 
     async def aclose(self) -> None:
         wire, self._wire = self._wire, None
@@ -444,6 +450,56 @@ class S3Backend(Backend):
             return checksum.value, None
         return None, {checksum.algorithm: checksum.value}
 
+    async def _with_md5(
+        self, data: Payload, md5: str | None, sums: dict[str, str] | None
+    ) -> str | None:
+        """``md5``, or the body's Content-MD5 (computed in a worker thread)
+        unless a CRC32C travels to an endpoint known to verify it."""
+        if md5 is not None:
+            return md5
+        trust = self._trust
+        if sums and "crc32c" in sums and trust is not None and trust.verifies:
+            return None
+        return await asyncio.to_thread(b64md5, data)
+
+    async def _check_stored(
+        self,
+        what: str,
+        key: str,
+        data: Payload,
+        md5: str | None,
+        sums: dict[str, str] | None,
+        answer: tuple[str | None, Mapping[str, str], str | None],
+    ) -> None:
+        """Raise StoredOtherBytes unless the answer vouches for the bytes sent.
+
+        ``answer`` is the ETag, the checksums echoed and the encryption. An
+        echo of the CRC32C sent is the server's word that it verified the
+        body; without one, the ETag must be the MD5 of the buffer sent
+        (a server that verified nothing -- stock moto -- is caught here).
+        Under SSE-KMS/SSE-C an ETag is no MD5: Content-MD5, which such
+        servers verify, is all there is.
+        """
+        etag, echoed, sse = answer
+        crc = sums.get("crc32c") if sums else None
+        if crc is not None and self._trust is not None:
+            confirmed = echoed.get("crc32c") == crc
+            self._trust.learn(confirmed)
+            if confirmed:
+                return
+        stated = etag_md5(etag, sse)
+        if stated is None:
+            return
+        if md5 is None:  # an endpoint that verified until now, not this time
+            md5 = await asyncio.to_thread(b64md5, data)
+        actual = base64.b64decode(md5).hex()
+        if stated != actual:
+            raise StoredOtherBytes(
+                f"{what}: the server stored other bytes than those sent (its ETag {etag} "
+                f"is not their MD5 {actual}): corrupted on the way",
+                url=self.url(key),
+            )
+
     async def put(
         self,
         key: str,
@@ -451,8 +507,14 @@ class S3Backend(Backend):
         options: WriteOptions,
         checksum: Checksum | None = None,
     ) -> ObjectInfo:
+        """PutObject, with ``checksum`` and, where the endpoint is not known to
+        verify it, Content-MD5; the answer must vouch for the bytes
+        (:meth:`_check_stored`). Stored bytes that differ are deleted
+        before the error is raised, so a retry that never succeeds leaves
+        the object missing, not wrong."""
         md5, sums = self._checksum_args(checksum)
-        return await self.wire.put_object(
+        md5 = await self._with_md5(data, md5, sums)
+        info = await self.wire.put_object(
             self.bucket,
             key,
             data,
@@ -462,6 +524,15 @@ class S3Backend(Backend):
             content_type=options.content_type,
             options=options,
         )
+        try:
+            await self._check_stored(
+                "PutObject", key, data, md5, sums, (info.etag, info.checksums, info.encryption)
+            )
+        except StoredOtherBytes:
+            with contextlib.suppress(BackendError):
+                await self.wire.delete_object(self.bucket, key)
+            raise
+        return info
 
     async def delete(self, key: str) -> None:
         # S3 answers 204 for a missing key; some compatible stores 404 (ignored).
@@ -558,7 +629,8 @@ class S3Backend(Backend):
         md5, sums = self._checksum_args(checksum)
         if self._crc and (sums is None or "crc32c" not in sums):
             sums = {**(sums or {}), "crc32c": await asyncio.to_thread(crc32c_b64, data)}
-        etag = await self.wire.upload_part(
+        md5 = await self._with_md5(data, md5, sums)
+        answer = await self.wire.upload_part_answer(
             self.bucket,
             upload.key,
             upload.upload_id,
@@ -567,9 +639,11 @@ class S3Backend(Backend):
             content_md5=md5,
             checksums=sums,
         )
-        if sums is not None and "crc32c" in sums:
-            self._sums.add(upload.upload_id, number, sums["crc32c"])
-        return CompletedPart(number=number, etag=etag, size=len(data))
+        await self._check_stored(f"UploadPart {number}", upload.key, data, md5, sums, answer)
+        crc = sums.get("crc32c") if sums is not None else None
+        if crc is not None:
+            self._sums.add(upload.upload_id, number, crc)
+        return CompletedPart(number=number, etag=answer.etag, size=len(data), checksum=crc)
 
     async def complete_multipart(
         self, upload: MultipartUpload, parts: Sequence[CompletedPart]
@@ -582,6 +656,10 @@ class S3Backend(Backend):
         succeeded and its result is returned.
         """
         ordered = sorted(parts, key=lambda p: p.number)
+        if self._crc:
+            for p in ordered:  # resumed parts: their CRC32C as the journal kept it
+                if p.checksum and not self._sums.has(upload.upload_id, p.number):
+                    self._sums.add(upload.upload_id, p.number, p.checksum)
         specs = self._sums.specs(upload.upload_id, [(p.number, p.etag) for p in ordered])
         try:
             result = await self.wire.complete_multipart_upload(
@@ -618,12 +696,12 @@ class S3Backend(Backend):
         return info
 
     async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
-        """The parts the server holds, by number.
-
-        Parts of an upload with CRC32C parts are listed only when their CRC32C
-        is known -- reported by the server (S3 does) or sent by this backend --
-        since completing the upload needs it; any other part is left out, so
-        the engine sends it again.
+        """The parts the server holds, by number, each with its CRC32C when
+        it is known: reported by the server (S3 does; stock moto, SeaweedFS
+        and Ceph RGW do not) or sent by this backend. The engine completes
+        an upload from such parts only with the CRC32C the journal kept or
+        that it computed again from the file (completing an upload declared
+        with CRC32C needs every part's on SeaweedFS and S3).
         """
         parts: list[CompletedPart] = []
         marker = 0
@@ -635,9 +713,9 @@ class S3Backend(Backend):
                 crc = p.checksums.get("crc32c")
                 if crc:
                     self._sums.add(upload.upload_id, p.number, crc)
-                elif self._crc and not self._sums.has(upload.upload_id, p.number):
-                    continue
-                parts.append(CompletedPart(p.number, p.etag, p.size))
+                else:
+                    crc = self._sums.get(upload.upload_id, p.number)
+                parts.append(CompletedPart(p.number, p.etag, p.size, crc))
             if not page.truncated or page.next_marker is None or page.next_marker <= marker:
                 return parts
             marker = page.next_marker

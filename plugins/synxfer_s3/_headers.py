@@ -37,6 +37,7 @@ __all__ = [
     "b64md5",
     "check_header",
     "copy_source",
+    "etag_md5",
     "header_checksums",
     "object_info",
     "quote_etag",
@@ -139,6 +140,7 @@ def encryption(headers: Mapping[str, str]) -> str | None:
 #: Encryption under which an S3 ETag is not an MD5 of the data.
 _OPAQUE_ETAG = ("aws:kms", "aws:kms:dsse", "SSE-C")
 _MD5_ETAG = re.compile(r"^([0-9a-fA-F]{32})(?:-(\d+))?$")
+_MD5_HEX = re.compile(r"^[0-9a-fA-F]{32}$")
 
 
 def etag_checksums(etag: str | None, sse: str | None) -> dict[str, str]:
@@ -153,6 +155,15 @@ def etag_checksums(etag: str | None, sse: str | None) -> dict[str, str]:
     if m.group(2) is None:
         return {"md5": value}
     return {"md5-composite": f"{value}-{m.group(2)}"}
+
+
+def etag_md5(etag: str | None, sse: str | None) -> str | None:
+    """The MD5 (hex, lower case) of the stored bytes that a PutObject or
+    UploadPart ETag states, or None where it states none: under SSE-KMS or
+    SSE-C, or an ETag that is not 32 hex digits."""
+    if etag is None or sse in _OPAQUE_ETAG or not _MD5_HEX.match(etag):
+        return None
+    return etag.lower()
 
 
 def object_info(key: str, headers: Mapping[str, str], size: int | None) -> ObjectInfo:

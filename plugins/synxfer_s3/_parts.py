@@ -41,6 +41,9 @@ class PartSums:
     def has(self, upload_id: str, number: int) -> bool:
         return number in self._by_upload.get(upload_id, ())
 
+    def get(self, upload_id: str, number: int) -> str | None:
+        return self._by_upload.get(upload_id, {}).get(number)
+
     def forget(self, upload_id: str) -> None:
         self._by_upload.pop(upload_id, None)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from synxfer.backend import (
     BackendError,
@@ -33,6 +34,7 @@ from ._headers import (
     b64md5,
     check_header,
     copy_source,
+    encryption,
     header_checksums,
     object_info,
     quote_etag,
@@ -61,10 +63,20 @@ from ._xml import (
     parse_list_uploads,
 )
 
-__all__ = ["CHECKSUM_ALGORITHMS", "Addressing", "PartSpec", "S3Wire", "s3_code"]
+__all__ = ["CHECKSUM_ALGORITHMS", "Addressing", "PartAnswer", "PartSpec", "S3Wire", "s3_code"]
 
 #: A part for CompleteMultipartUpload: ``(number, etag)`` or with checksums.
 PartSpec = tuple[int, str] | tuple[int, str, dict[str, str]]
+
+
+class PartAnswer(NamedTuple):
+    """What an UploadPart answer says of the stored part: its ETag, the
+    checksums the server echoed (``{"crc32c": base64}``) and its encryption."""
+
+    etag: str
+    checksums: dict[str, str]
+    encryption: str | None
+
 
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 _META = "x-amz-meta-"
@@ -325,6 +337,7 @@ class S3Wire(SignedClient):
             metadata=dict(metadata or {}),
             content_type=content_type,
             checksums=header_checksums(response.headers),
+            encryption=encryption(response.headers),
         )
 
     def _write_headers(
@@ -482,6 +495,23 @@ class S3Wire(SignedClient):
         checksums: Mapping[str, str] | None = None,
     ) -> str:
         """UploadPart: the part's ETag (quotes stripped)."""
+        answer = await self.upload_part_answer(
+            bucket, key, upload_id, number, body, content_md5=content_md5, checksums=checksums
+        )
+        return answer.etag
+
+    async def upload_part_answer(
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        number: int,
+        body: Body,
+        *,
+        content_md5: str | None = None,
+        checksums: Mapping[str, str] | None = None,
+    ) -> PartAnswer:
+        """UploadPart: the part's ETag, the checksums echoed, its encryption."""
         headers: dict[str, str] = {}
         add_checksums(headers, content_md5, checksums)
         response = await self._request(
@@ -498,7 +528,7 @@ class S3Wire(SignedClient):
             raise BackendError(
                 f"UploadPart {number}: the answer has no ETag", url=self.url(bucket, key)
             )
-        return etag
+        return PartAnswer(etag, header_checksums(response.headers), encryption(response.headers))
 
     async def upload_part_copy(
         self,

@@ -3,16 +3,21 @@
 A small SQLite database (standard library) under the state directory. For an
 upload in progress it records the source file's identity (path, device,
 inode, size, mtime), the multipart upload id, the part size and every part
-the server acknowledged with its ETag; for a download in progress, the
+the server acknowledged with its ETag and the checksum completing the upload
+needs (some servers' part listings omit it); for a download in progress, the
 object's ETag and size, the part size, the temp file and each part written
 with its MD5. After a crash, kill -9 or Ctrl-C the same command resumes from
 there: the upload is reconciled with the server (ListParts) and only the
 missing parts are sent; the download rewrites only the missing ranges.
 
-Entries are removed when a transfer completes or is given up. SQLite runs
-in WAL mode with ``synchronous=NORMAL``: every acknowledged write survives
-the death of the process (not necessarily of the machine). :class:`Journal`'s
-calls block; the engine uses :class:`ResumeJournal`, which makes them from one
+Entries are removed when a transfer completes or is given up; an upload's
+only once the upload is gone from the server (completed, aborted, unknown to
+it). An entry whose abort was refused (credentials revoked mid-run) stays,
+so the next run resumes that upload instead of orphaning it and sending it
+all again. SQLite runs in WAL mode with ``synchronous=NORMAL``: every
+acknowledged write survives the death of the process (not necessarily of
+the machine). :class:`Journal`'s calls block; the engine uses
+:class:`ResumeJournal`, which makes them from one
 dedicated thread, never the event loop.
 """
 
@@ -41,7 +46,8 @@ CREATE TABLE IF NOT EXISTS uploads (
 );
 CREATE TABLE IF NOT EXISTS upload_parts (
     dest TEXT NOT NULL, upload_id TEXT NOT NULL, number INTEGER NOT NULL,
-    etag TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY (dest, upload_id, number)
+    etag TEXT NOT NULL, size INTEGER NOT NULL, checksum TEXT,
+    PRIMARY KEY (dest, upload_id, number)
 );
 CREATE TABLE IF NOT EXISTS downloads (
     dest TEXT PRIMARY KEY, src TEXT NOT NULL, etag TEXT, size INTEGER, part_size INTEGER,
@@ -54,7 +60,7 @@ CREATE TABLE IF NOT EXISTS download_parts (
 """
 #: Bumped when the schema changes; an older journal is dropped (it is a cache:
 #: the cost is one restart of the transfers it described).
-_VERSION = 2
+_VERSION = 3
 
 
 def default_state_dir() -> Path:
@@ -69,7 +75,7 @@ class UploadEntry(NamedTuple):
     identity: tuple[int, int, int, int]  # dev, ino, size, mtime_ns
     upload_id: str
     part_size: int
-    parts: dict[int, tuple[str, int]]  # number -> (etag, size)
+    parts: dict[int, tuple[str, int, str | None]]  # number -> (etag, size, checksum)
 
 
 class DownloadEntry(NamedTuple):
@@ -123,12 +129,13 @@ class Journal:
             if row is None:
                 return None
             parts = self._db.execute(
-                "SELECT number, etag, size FROM upload_parts WHERE dest = ? AND upload_id = ?",
+                "SELECT number, etag, size, checksum FROM upload_parts "
+                "WHERE dest = ? AND upload_id = ?",
                 (dest, row[5]),
             ).fetchall()
         return UploadEntry(
             dest, row[0], (row[1], row[2], row[3], row[4]), row[5], row[6],
-            {n: (etag, size) for n, etag, size in parts},
+            {n: (etag, size, checksum) for n, etag, size, checksum in parts},
         )  # fmt: skip
 
     def upload_start(
@@ -147,11 +154,19 @@ class Journal:
                 (dest, src, *identity, upload_id, part_size, time.time()),
             )
 
-    def upload_part(self, dest: str, upload_id: str, number: int, etag: str, size: int) -> None:
+    def upload_part(
+        self,
+        dest: str,
+        upload_id: str,
+        number: int,
+        etag: str,
+        size: int,
+        checksum: str | None = None,
+    ) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO upload_parts VALUES (?, ?, ?, ?, ?)",
-                (dest, upload_id, number, etag, size),
+                "INSERT OR REPLACE INTO upload_parts VALUES (?, ?, ?, ?, ?, ?)",
+                (dest, upload_id, number, etag, size, checksum),
             )
 
     def upload_done(self, dest: str) -> None:
@@ -285,9 +300,17 @@ class ResumeJournal:
         await self._run(lambda j: j.upload_start(dest, src, identity, upload_id, part_size), None)
 
     async def upload_part(
-        self, dest: str, upload_id: str, number: int, etag: str, size: int
+        self,
+        dest: str,
+        upload_id: str,
+        number: int,
+        etag: str,
+        size: int,
+        checksum: str | None = None,
     ) -> None:
-        await self._run(lambda j: j.upload_part(dest, upload_id, number, etag, size), None)
+        await self._run(
+            lambda j: j.upload_part(dest, upload_id, number, etag, size, checksum), None
+        )
 
     async def upload_done(self, dest: str) -> None:
         await self._run(lambda j: j.upload_done(dest), None)

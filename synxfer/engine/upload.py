@@ -10,6 +10,7 @@ same worker-thread call that read it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import mimetypes
@@ -23,7 +24,7 @@ from .compress import upload_compressed
 from .core import Engine
 from .localfile import LocalFile, identity, read_whole_file, source_changed
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
-from .parts import Part, plan_part_size, split
+from .parts import Part, checksum_of, etag_parts, plan_part_size, split
 from .prehash import PrePass, prehash_file, with_digests
 from .scheduler import Lease
 
@@ -105,7 +106,7 @@ async def upload_path(
         dest = backend.url(key)
         # The service wants the file's MD5 before the upload starts (prehash.py).
         pre = await prehash_file(engine, f, size, part_size) if caps.needs_content_md5 else None
-        upload, done = await _resume_upload(engine, backend, key, path, before, part_size)
+        upload, done = await _resume_upload(engine, backend, key, f, before, part_size)
         if upload is None:
             # Orphans of a retried create are the retry layer's business.
             options = with_digests(upload_options(base, metadata, guessed), pre)
@@ -122,8 +123,10 @@ async def upload_path(
                 await abort_upload(backend, upload)
             raise
         except BaseException:
-            await abort_upload(backend, upload)
-            await engine.journal.upload_done(dest)
+            # Forgotten only once gone: an abort refused (credentials revoked
+            # mid-run, say) leaves the entry, so the next run resumes it.
+            if await abort_upload(backend, upload):
+                await engine.journal.upload_done(dest)
             raise
         await engine.journal.upload_done(dest)
         return sent
@@ -150,7 +153,8 @@ async def _journal_new_upload(
     try:
         await engine.journal.upload_start(dest, str(path), ident, upload.upload_id, part_size)
     except BaseException:
-        await abort_upload(backend, upload)
+        if not await abort_upload(backend, upload):
+            raise  # the row, if it was written, still names the upload
         with contextlib.suppress(Exception):
             # Queued on the journal's one thread, after the write it undoes.
             await asyncio.shield(engine.journal.upload_done(dest))
@@ -197,12 +201,20 @@ async def _resume_upload(
     engine: Engine,
     backend: Backend,
     key: str,
-    path: Path,
+    f: LocalFile,
     ident: tuple[int, int, int, int],
     part_size: int,
 ) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
-    """An upload of ``path`` to ``key`` left by an earlier run, and its parts
-    that both the journal and the server (ListParts) hold with the same ETag.
+    """An upload of ``f`` to ``key`` left by an earlier run, and the parts of
+    it the server holds (ListParts) with the right bytes, to be kept.
+
+    A listed part is kept when its size is the part's and its ETag is the
+    one the journal recorded for it (the server vouched for those bytes when
+    they were sent), or else the MD5 of that range of the file (computed
+    now, off the loop: a part the server acknowledged after the journal's
+    last write, say by kill -9). Servers that list no part checksums
+    (stock moto, SeaweedFS, Ceph RGW) thus resume too; the checksum a
+    completion needs comes from the journal or is computed with the MD5.
 
     A journal entry for another file, another version of this one (size,
     mtime or inode differ) or another part size is stale: its upload is
@@ -213,24 +225,73 @@ async def _resume_upload(
     if entry is None:
         return None, {}
     upload = MultipartUpload(key, entry.upload_id)
-    same = entry.src == str(path) and entry.identity == ident and entry.part_size == part_size
+    same = entry.src == str(f.path) and entry.identity == ident and entry.part_size == part_size
     if same and backend.capabilities.list_parts:
         try:
             on_server = {p.number: p for p in await backend.list_parts(upload)}
         except NotFound:
             on_server = None  # the upload was completed or aborted meanwhile
         if on_server is not None:
-            done = {
-                n: on_server[n]
-                for n, (etag, size) in entry.parts.items()
-                if n in on_server and (on_server[n].etag, on_server[n].size) == (etag, size)
-            }
-            log.info("resuming %s: %d part(s) already on the server", dest, len(done))
+            done: dict[int, CompletedPart] = {}
+            recheck: list[Part] = []
+            for part in split(ident[2], part_size):
+                listed = on_server.get(part.number)
+                if listed is None or listed.size != part.length:
+                    continue
+                etag, size, checksum = entry.parts.get(part.number, (None, None, None))
+                if (etag, size) == (listed.etag, listed.size):
+                    done[part.number] = _with_checksum(listed, checksum)
+                elif etag_parts(listed.etag) == 0:
+                    recheck.append(part)
+            by_md5 = await _parts_matching_md5(engine, backend, f, recheck, on_server)
+            done.update(by_md5)
+            log.info(
+                "resuming %s: %d part(s) already on the server (%d of them by their MD5)",
+                dest,
+                len(done),
+                len(by_md5),
+            )
             return upload, done
-    else:
-        await abort_upload(backend, upload)
+    elif not await abort_upload(backend, upload):
+        return None, {}  # the new upload's entry replaces this one
     await engine.journal.upload_done(dest)
     return None, {}
+
+
+def _with_checksum(part: CompletedPart, checksum: str | None) -> CompletedPart:
+    """``part`` with ``checksum`` where the server's listing gave none."""
+    if part.checksum or not checksum:
+        return part
+    return CompletedPart(part.number, part.etag, part.size, checksum)
+
+
+async def _parts_matching_md5(
+    engine: Engine,
+    backend: Backend,
+    f: LocalFile,
+    parts: list[Part],
+    on_server: dict[int, CompletedPart],
+) -> dict[int, CompletedPart]:
+    """Those of ``parts`` whose listed ETag is the MD5 of their range of
+    ``f``, with the checksum the backend wants for each (one read each, in
+    the io threads, one part at a time: only parts the journal did not
+    record get here -- those in flight when the last run ended)."""
+    algorithm = backend.capabilities.part_checksum
+    kept: dict[int, CompletedPart] = {}
+    for part in parts:
+        listed = on_server[part.number]
+        async with engine.scheduler.reserve(part.length) as lease:
+            buf = lease.buffer()
+            n, md5 = await f.read_into(buf, part.offset, "md5")
+            if n != part.length or md5 is None:
+                continue
+            if base64.b64decode(md5.value).hex() != listed.etag.lower():
+                continue
+            checksum = md5 if algorithm == "md5" else None
+            if algorithm is not None and algorithm != "md5":
+                checksum = await engine.scheduler.io_holding(checksum_of, algorithm, buf)
+        kept[part.number] = _with_checksum(listed, checksum.value if checksum else None)
+    return kept
 
 
 async def _send_parts(
@@ -265,7 +326,7 @@ async def _send_parts(
         done[part.number] = result
         sent += part.length
         await engine.journal.upload_part(
-            dest, upload.upload_id, part.number, result.etag, result.size
+            dest, upload.upload_id, part.number, result.etag, result.size, result.checksum
         )
         engine.progress(part.length, "up")
 
@@ -274,11 +335,16 @@ async def _send_parts(
     return sent
 
 
-async def abort_upload(backend: Backend, upload: MultipartUpload) -> None:
-    """Abort a multipart upload even while being cancelled; never raises."""
+async def abort_upload(backend: Backend, upload: MultipartUpload) -> bool:
+    """Abort a multipart upload even while being cancelled; never raises
+    (but a cancellation). True when the upload is gone from the server
+    (aborted now, or already unknown to it); False when the abort failed
+    (refused, timed out): the caller keeps what it knows of the upload."""
     try:
         async with asyncio.timeout(_ABORT_TIMEOUT):
             await asyncio.shield(backend.abort_multipart(upload))
+    except NotFound:
+        return True  # a backend that reports an upload already gone
     except BaseException as exc:
         log.warning(
             "could not abort multipart upload %s of %s: %s",
@@ -288,3 +354,5 @@ async def abort_upload(backend: Backend, upload: MultipartUpload) -> None:
         )
         if isinstance(exc, asyncio.CancelledError):
             raise
+        return False
+    return True
