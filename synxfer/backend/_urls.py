@@ -99,6 +99,8 @@ __all__ = [
     "UrlVendor",
     "VendedUpload",
     "checksums_from_headers",
+    "md5_header_allowed",
+    "put_url",
     "read_url_into",
     "redact_url",
 ]
@@ -543,15 +545,22 @@ class UrlBackend(Backend):
             if url is not None and not fresh and not url.expired(self.expiry_margin):
                 return url
             vended = state.vended
+            # This part, and the parts around it still to send (the engine
+            # sends in number order, a window at a time; which one asks first
+            # is a race), up to url_batch in one call.
             want = [number]
-            n = number + 1
+            n = max(1, number - self.url_batch)
             while len(want) < self.url_batch and n <= state.parts:
                 cached = state.urls.get(n)
-                if n not in vended.done_parts and (
-                    cached is None or cached.expired(self.expiry_margin)
+                if (
+                    n != number
+                    and n not in vended.done_parts
+                    and n not in state.sizes
+                    and (cached is None or cached.expired(self.expiry_margin))
                 ):
                     want.append(n)
                 n += 1
+            want.sort()
             got = await self.vendor.upload_urls(vended, want)
             now = time.time()
             for k, v in got.items():
@@ -614,9 +623,29 @@ async def put_url(
     """PUT ``data`` to a signed URL (with ``Content-MD5`` when given)."""
     scheme, host, port, target = url.address()
     headers = {"host": url.host_header(), **url.headers}
-    if content_md5 is not None:
+    if content_md5 is not None and md5_header_allowed(url):
         headers["content-md5"] = content_md5
     return await http.request("PUT", scheme, host, port, target, headers, data, label=shown)
+
+
+def md5_header_allowed(url: SignedUrl) -> bool:
+    """Whether a Content-MD5 header may be added to a PUT to ``url``.
+
+    A SigV4 pre-signed URL signs the headers it lists (``X-Amz-SignedHeaders``)
+    and lets others through, so the store verifies an added Content-MD5. A
+    SigV2 one (``Signature=``, botocore's default presign for S3) signs
+    Content-MD5 as part of its string to sign: added afterwards, it breaks
+    the signature (SeaweedFS: SignatureDoesNotMatch). A vendor that signed
+    one puts it in ``url.headers`` itself.
+    """
+    if any(name.lower() == "content-md5" for name in url.headers):
+        return False
+    query = urllib.parse.urlsplit(url.url).query
+    names = {name.lower() for name, _ in urllib.parse.parse_qsl(query, keep_blank_values=True)}
+    if "signature" in names and "x-amz-signature" not in names:
+        return False
+    signed = urllib.parse.parse_qs(query).get("X-Amz-SignedHeaders", [""])[0].lower().split(";")
+    return "content-md5" not in signed
 
 
 async def read_url_into(
@@ -630,14 +659,18 @@ async def read_url_into(
     pins: dict[str, str] | None = None,
     shown: str = "",
     extra_headers: Mapping[str, str] | None = None,
+    if_range: str | None = None,
 ) -> ObjectInfo:
     """A (ranged) GET of ``url`` straight into ``buf``; the object's info.
 
     Pinned with ``If-Match`` to ``url.etag`` or ``pins[key]`` (the first
     strong ETag seen, recorded there); an answer with another ETag, a 412,
-    or a body of the wrong size raises PreconditionFailed. A server that
-    ignores ``Range`` (200 to a ranged GET) is read whole only when the range
-    is the whole object; otherwise PreconditionFailed says so.
+    or a body of the wrong size raises PreconditionFailed. Without an ETag,
+    ``if_range`` (a Last-Modified date) goes as ``If-Range``: the whole
+    object coming back then means it changed. A server that ignores
+    ``Range`` (200 to a ranged GET) is fine when the range is the whole
+    object; otherwise a BackendError says so (the body is never received
+    into a buffer larger than ``buf``).
     """
     if buf.format != "B" or buf.ndim != 1:
         buf = buf.cast("B")
@@ -652,22 +685,21 @@ async def read_url_into(
     if ranged:
         last = offset + max(n, 1) - 1
         headers["range"] = f"bytes={offset}-{last}"
+        if if_range and not pin:
+            headers["if-range"] = if_range
     try:
+        # Any 2xx body goes into ``buf``: a server that ignores Range (or an
+        # If-Range that failed) answers the whole object, which must not be
+        # received into a buffer of its size.
         response = await http.request(
-            "GET",
-            scheme,
-            host,
-            port,
-            target,
-            headers,
-            sink=buf,
-            sink_status=206 if ranged else 200,
-            label=shown,
+            "GET", scheme, host, port, target, headers, sink=buf, label=shown
         )
     except BodyTooLarge as exc:
-        raise PreconditionFailed(
-            f"expected {n} bytes at offset {offset}, but the object is larger ({exc})", url=shown
-        ) from None
+        if not ranged or exc.status == 206:
+            raise PreconditionFailed(
+                f"expected {n} bytes at offset {offset}, but the object is larger", url=shown
+            ) from None
+        raise _whole_answer(shown, if_range if not pin else None) from None
     status = response.status
     if status == 412:
         raise PreconditionFailed(
@@ -684,15 +716,10 @@ async def read_url_into(
     if not 200 <= status < 300:
         raise status_error(response, "GET refused", shown)
     info = _info_from(response, key, ranged and status == 206)
-    if status == 200 and ranged:
-        # The server ignored Range: the body is the whole object.
-        if offset == 0 and info.size == n:
-            buf[:] = response.body[:n]
-        else:
-            raise PreconditionFailed(
-                f"{shown}: the server ignored the Range header; read it whole", url=shown
-            )
-    elif response.length != n and not (n == 0 and response.length == 0):
+    if status == 200 and ranged and not (offset == 0 and info.size == n == response.length):
+        # The whole object came back, and it is not the range asked for.
+        raise _whole_answer(shown, if_range if not pin else None)
+    if response.length != n and not (n == 0 and response.length == 0):
         if whole and offset == 0:
             raise PreconditionFailed(
                 f"expected {n} bytes, the object has {response.length}", url=shown
@@ -709,6 +736,21 @@ async def read_url_into(
                 url=shown,
             )
     return info
+
+
+def _whole_answer(shown: str, if_range: str | None) -> BackendError:
+    if if_range:
+        return PreconditionFailed(
+            f"{shown} changed while it was being downloaded (Last-Modified is no longer "
+            f"{if_range}: the server sent the whole new object instead of the range)",
+            url=shown,
+        )
+    return BackendError(
+        f"{shown}: the server ignores Range requests (it answered a ranged GET with the "
+        "whole object), so it cannot be fetched in parts; raise --part-size above half "
+        "the object's size to fetch it in one GET",
+        url=shown,
+    )
 
 
 def _info_from(response: HttpResponse, key: str, partial: bool) -> ObjectInfo:
