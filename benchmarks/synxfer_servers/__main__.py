@@ -6,11 +6,17 @@ the banner it prints says which to export. ``--bucket NAME`` (repeatable)
 creates buckets at start; later ones with any S3 client, or a plain
 ``curl -X PUT http://127.0.0.1:PORT/NAME``. Everything lives in memory and
 is gone when the server stops.
+
+``s3-stock`` is the same, with moto as ``pip install "moto[server]"`` ships
+it (no checksum verification, no optional ``crc32c`` package: CRC32 values
+reported as ``ChecksumCRC32C``); ``ceph`` runs Ceph RGW on a one-node
+cluster (``synxfer_servers.ceph``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -41,6 +47,46 @@ def _parser() -> argparse.ArgumentParser:
         "--port", type=int, default=9000, help="port to listen on (default 9000; 0: any free)"
     )
     s3.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket at start (repeatable)",
+    )
+    stock = sub.add_parser(
+        "s3-stock",
+        help='moto as `pip install "moto[server]"` ships it, on 127.0.0.1',
+        description="moto's S3 as shipped: it verifies no checksum and, without the "
+        "optional crc32c package, reports CRC32 values as ChecksumCRC32C. Otherwise as "
+        "the s3 server.",
+    )
+    stock.add_argument(
+        "--port", type=int, default=9000, help="port to listen on (default 9000; 0: any free)"
+    )
+    stock.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket at start (repeatable)",
+    )
+    ceph = sub.add_parser(
+        "ceph",
+        help="Ceph RGW on a one-node cluster on 127.0.0.1 (apt-get install radosgw ...)",
+        description="Ceph RGW (Debian's radosgw) on a one-node memstore cluster on "
+        "127.0.0.1, until Ctrl-C; prints the endpoint and the S3 keys of a throwaway "
+        "user. Needs: apt-get install radosgw ceph-mon ceph-osd ceph-common.",
+    )
+    ceph.add_argument(
+        "--port", type=int, default=7480, help="port to listen on (default 7480; 0: any free)"
+    )
+    ceph.add_argument(
+        "--workdir",
+        default=None,
+        metavar="DIR",
+        help="where the cluster keeps its files and logs (default: a temporary directory)",
+    )
+    ceph.add_argument(
         "--bucket",
         action="append",
         default=[],
@@ -158,8 +204,15 @@ def _create_bucket(endpoint: str, name: str) -> None:
         raise SystemExit(f"cannot create bucket {name!r}: HTTP {response.status} {detail}")
 
 
-def serve_s3(port: int, buckets: Sequence[str]) -> int:
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
+def serve_s3(port: int, buckets: Sequence[str], *, stock: bool = False) -> int:
+    if stock:
+        # As installed without moto's s3crc32c extra; before moto is imported.
+        sys.modules["crc32c"] = None  # type: ignore[assignment]
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
     from werkzeug.serving import make_server
 
     class QuietHandler(MotoRequestHandler):
@@ -167,7 +220,8 @@ def serve_s3(port: int, buckets: Sequence[str]) -> int:
             pass
 
     try:
-        server = make_server(HOST, port, _moto_app(), threaded=True, request_handler=QuietHandler)
+        app = DomainDispatcherApplication(create_backend_app) if stock else _moto_app()
+        server = make_server(HOST, port, app, threaded=True, request_handler=QuietHandler)
     except OSError as exc:
         print(f"synxfer_servers: cannot listen on {HOST}:{port}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -186,7 +240,7 @@ def serve_s3(port: int, buckets: Sequence[str]) -> int:
             _create_bucket(endpoint, name)
         exports = " ".join(f"{k}={v}" for k, v in DUMMY_CREDENTIALS.items())
         print(
-            f"S3 (moto) listening on {endpoint}\n"
+            f"S3 ({'stock moto' if stock else 'moto'}) listening on {endpoint}\n"
             f"Any credentials work; in another shell:\n"
             f"  export {exports}\n"
             f"  export AWS_ENDPOINT_URL={endpoint}\n"
@@ -204,8 +258,68 @@ def serve_s3(port: int, buckets: Sequence[str]) -> int:
     return 0
 
 
+def serve_ceph(port: int, workdir: str | None, buckets: Sequence[str]) -> int:
+    import tempfile
+
+    from .ceph import INSTALL_HINT, CephRgw, missing_binaries
+
+    missing = missing_binaries()
+    if missing:
+        print(
+            f"synxfer_servers ceph: {', '.join(missing)} not found; install with "
+            f"`{INSTALL_HINT}` (as root)",
+            file=sys.stderr,
+        )
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="synxfer-ceph-"))
+        print(f"starting Ceph RGW in {workdir} (about 30 s)...", flush=True)
+        try:
+            rgw = stack.enter_context(CephRgw(workdir, port=port))
+        except RuntimeError as exc:
+            print(f"synxfer_servers ceph: {exc}", file=sys.stderr)
+            return 1
+        if buckets:
+            import boto3  # type: ignore[import-untyped]
+
+            s3 = boto3.client(
+                "s3",
+                endpoint_url=rgw.endpoint_url,
+                aws_access_key_id=rgw.access_key,
+                aws_secret_access_key=rgw.secret_key,
+                region_name=rgw.region,
+            )
+            for name in buckets:
+                s3.create_bucket(Bucket=name)
+        print(
+            f"S3 (Ceph RGW) listening on {rgw.endpoint_url}\n"
+            "Keys of a throwaway user of this server; in another shell:\n"
+            f"  export AWS_ACCESS_KEY_ID={rgw.access_key} "
+            f"AWS_SECRET_ACCESS_KEY={rgw.secret_key} AWS_DEFAULT_REGION={rgw.region}\n"
+            f"  export AWS_ENDPOINT_URL={rgw.endpoint_url}\n"
+            f"Buckets: {', '.join(buckets) or '(none)'}. Logs in {workdir}/log; "
+            "Ctrl-C stops it.",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.server == "s3-stock":
+        return serve_s3(args.port, args.bucket, stock=True)
+    if args.server == "ceph":
+        return serve_ceph(args.port, args.workdir, args.bucket)
     if args.server == "synapse":
         return serve_synapse(args)
     return serve_s3(args.port, args.bucket)
