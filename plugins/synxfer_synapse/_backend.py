@@ -305,7 +305,8 @@ class SynapseVendor(UrlVendor):
             raise TransientError(
                 f"the Synapse service refused part {number} ({state or 'no answer'}"
                 + (f": {message}" if message else "")
-                + "); it is sent again",
+                + "): the bytes it stored are not the bytes hashed; the part is sent "
+                "again while retries last",
                 url=url,
             )
         pending = self.pending.get(upload.upload_id)

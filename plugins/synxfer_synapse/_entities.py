@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from synxfer.backend import BackendError, ObjectInfo, TransientError
+from synxfer.backend import BackendError, BucketNotFound, NotFound, ObjectInfo, TransientError
 
 from ._rest import Conflict, SynapseRest
 
@@ -125,7 +125,7 @@ class Tree:
         self.rest = rest
         self.root = root
         self.url = url
-        self._folders: dict[str, str] = {"": root}
+        self._folders: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     # -- plain calls -------------------------------------------------------------
@@ -196,6 +196,9 @@ class Tree:
             found = self._folders.get(path)
             if found is not None:
                 return found
+            if not path:
+                self._folders[""] = found = await self._check_root()
+                return found
             parent_path, _, name = path.rpartition("/")
             parent = await self.folder(parent_path, create=create)
             if parent is None:
@@ -207,6 +210,27 @@ class Tree:
                 found = await self._create_folder(parent, name, path)
             self._folders[path] = found
             return found
+
+    async def _check_root(self) -> str:
+        """The container's id, once it is known to be a Project or Folder
+        (BucketNotFound if it does not exist)."""
+        try:
+            entity = await self.entity(self.root, "")
+        except NotFound:
+            raise BucketNotFound(
+                f"{self.url('')} does not exist: no Project or Folder {self.root} "
+                "(check the id, and that your token may see it)",
+                url=self.url(""),
+                status=404,
+            ) from None
+        kind = entity_kind(str(entity.get("concreteType", "")))
+        if kind not in ("folder", "project"):
+            raise BackendError(
+                f"{self.url('')}: {self.root} is a {kind} entity, not a Project or Folder; "
+                "name its container and the path under it (syn://syn123/dir/file)",
+                url=self.url(""),
+            )
+        return self.root
 
     async def _child_folder(self, parent: str, name: str, path: str) -> str | None:
         found = await self.child(parent, name, path + "/")
