@@ -6,9 +6,10 @@ each part as it reads it to send it. For a backend with
 ``Capabilities.needs_content_md5`` a multipart upload therefore reads the
 file twice: this pre-pass, then the sends.
 
-The pre-pass reads each part once, in one worker-thread call per part (never
-on the event loop), into a buffer leased from the byte budget, and computes
-in that one read the whole file's MD5, the part's MD5 and the part's CRC32C.
+The pre-pass reads each part once, in a worker thread (never on the event
+loop), into a buffer leased from the byte budget, and computes from that one
+read the whole file's MD5 (in one thread) and the part's MD5 and CRC32C (in
+another, at the same time).
 It runs in the file's own task, so other files' transfers go on meanwhile.
 
 The sends then reuse the pre-pass's part MD5s (as Content-MD5 and for the
@@ -23,6 +24,7 @@ MD5 again and compare that. Costs: docs/decisions/0028-the-url-data-plane.md.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import hashlib
@@ -79,33 +81,34 @@ async def prehash_file(engine: Engine, f: LocalFile, size: int, part_size: int) 
         buf = lease.buffer()
         for part in split(size, part_size):
             view = memoryview(buf)[: part.length]
-            md5, check = await scheduler.io_holding(
-                _hash_part, f.fd, view, part.offset, whole, algorithm
-            )
-            if md5 is None:
+            if await scheduler.io_holding(_read_part, f.fd, view, part.offset) != part.length:
                 raise source_changed(f.path, "it shrank")
+            # The whole file's MD5 and the part's sums in two threads at once
+            # (hashlib and the CRC libraries release the GIL): the pre-pass
+            # takes the time of one MD5, not two, where a second core is free.
+            _, (md5, check) = await asyncio.gather(
+                scheduler.io_holding(whole.update, view),
+                scheduler.io_holding(_part_sums, view, algorithm),
+            )
             md5s.append(md5)
             checks.append(check)
     digests = ContentDigests(size, part_size, whole.hexdigest(), tuple(md5s))
     return PrePass(digests, algorithm, tuple(checks))
 
 
-def _hash_part(
-    fd: int,
-    view: memoryview,
-    offset: int,
-    whole: hashlib._Hash,
-    algorithm: ChecksumAlgorithm,
-) -> tuple[str | None, str]:
-    """Fill ``view`` from ``offset``; feed the whole-file MD5 and return the
-    part's MD5 (hex; None if the file ended early) and ``algorithm`` of it."""
+def _read_part(fd: int, view: memoryview, offset: int) -> int:
+    """Fill ``view`` from ``offset``; the bytes read (fewer: the file shrank)."""
     done = 0
     while done < len(view):
         n = os.preadv(fd, [view[done:]], offset + done)
         if n == 0:
-            return None, ""
+            break
         done += n
-    whole.update(view)
+    return done
+
+
+def _part_sums(view: memoryview, algorithm: ChecksumAlgorithm) -> tuple[str, str]:
+    """The part's MD5 (hex) and its ``algorithm`` checksum (base64)."""
     md5 = hashlib.md5(view, usedforsecurity=False).hexdigest()
     if algorithm == "md5":
         check = base64.b64encode(bytes.fromhex(md5)).decode("ascii")
