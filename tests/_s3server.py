@@ -45,6 +45,7 @@ __all__ = [
     "PORTABLE_KEYS",
     "UNSET_ENV",
     "S3Front",
+    "S3World",
     "Seen",
     "Server",
     "b64md5",
@@ -309,3 +310,76 @@ def body(n: int, seed: int = 0) -> bytes:
     """n deterministic, non-repeating-ish bytes."""
     block = hashlib.sha256(str(seed).encode()).digest() * 4  # 128 bytes
     return (block * (n // len(block) + 1))[:n]
+
+
+# -- the servers users run, as they ship (issue 33) ------------------------------
+
+
+@dataclass
+class S3World:
+    """One S3 server as it ships (stock moto, SeaweedFS, Ceph RGW), for tests
+    that must hold on every one of them; the ``s3_world`` fixture yields it.
+
+    ``env()`` is the AWS_* environment that reaches it (for a subprocess,
+    ``{**environ(), ...}``; for this process, :meth:`apply`); the secret key
+    never appears in the repr.
+    """
+
+    name: str
+    endpoint_url: str
+    access_key: str
+    secret_key: str = field(repr=False)
+    region: str = "us-east-1"
+    #: What the server is known not to do (``synxfer.testing`` capability
+    #: names or short notes), for tests and skip reasons; see
+    #: docs/decisions/0030-test-servers-as-they-ship.md.
+    quirks: frozenset[str] = frozenset()
+
+    def env(self) -> dict[str, str]:
+        """AWS_* variables for this server (credentials, region, endpoint), and
+        no developer configuration or instance metadata."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_CONFIG_FILE": "/nonexistent/synxfer-test/config",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/synxfer-test/credentials",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def environ(self) -> dict[str, str]:
+        """A whole environment for a subprocess: this process's, without the
+        variables of :data:`UNSET_ENV` (a session token would be sent to the
+        server), plus :meth:`env`."""
+        import os
+
+        base = {k: v for k, v in os.environ.items() if k not in UNSET_ENV}
+        return {**base, **self.env()}
+
+    def apply(self, mp: pytest.MonkeyPatch) -> None:
+        """Point this process's AWS environment at the server (through ``mp``)."""
+        for name in UNSET_ENV:
+            mp.delenv(name, raising=False)
+        for name, value in self.env().items():
+            mp.setenv(name, value)
+
+    def admin(self) -> Any:
+        """A boto3 S3 client for set-up and inspection (path-style addressing)."""
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            aws_session_token=None,
+            region_name=self.region,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}),
+        )
+
+    def new_bucket(self, prefix: str = "w") -> str:
+        """A fresh, empty bucket's name."""
+        name = f"{prefix}-{uuid.uuid4().hex[:16]}"
+        self.admin().create_bucket(Bucket=name)
+        return name

