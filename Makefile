@@ -22,8 +22,27 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: lint ceph
 	$(BIN)/pytest -q
+
+# Ceph RGW, one of the S3 servers the tests run against as it ships
+# (tests/test_world_servers.py; synxfer_servers.ceph): Debian's packages,
+# installed here when missing and we are root (CI). Not root, or no apt-get,
+# or no network: a message, and those tests skip saying why.
+CEPH_PACKAGES := radosgw ceph-mon ceph-osd ceph-common
+CEPH_BINARIES := ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool
+.PHONY: ceph
+ceph:
+	@missing=""; for b in $(CEPH_BINARIES); do \
+	  command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "make ceph: missing$$missing (not root, or no apt-get): the Ceph RGW tests will skip;" \
+	       "install with: sudo apt-get install $(CEPH_PACKAGES)"; exit 0; fi; \
+	echo "make ceph: installing $(CEPH_PACKAGES) (apt-get, about a minute)"; \
+	if apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+	   apt-get install -y -qq --no-install-recommends $(CEPH_PACKAGES) >/dev/null; then :; \
+	else echo "make ceph: apt-get failed: the Ceph RGW tests will skip"; fi
 
 # synxfer beside aws-cli (from PyPI, into bench-work/peers-venv, once) on an
 # embedded moto server: the quick matrix up and down, about a minute on 2 cores.
