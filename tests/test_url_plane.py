@@ -258,9 +258,12 @@ def weed_bucket(seaweed: Any) -> str:
     return name
 
 
-def test_cp_presigned_s3_url_verified(
+def test_cp_presigned_s3_url(
     tmp_path: Path, seaweed: Any, weed_bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """SeaweedFS checks the signature: a HEAD of a URL signed for GET is
+    refused (403), so size and ETag come from a one-byte ranged GET, which
+    carries no whole-object checksum: the download says it is not verified."""
     s3 = _s3(seaweed)
     data = _data(12 * MiB, seed=3)
     s3.put_object(Bucket=weed_bucket, Key="obj", Body=data, ChecksumAlgorithm="SHA256")
@@ -272,6 +275,28 @@ def test_cp_presigned_s3_url_verified(
     assert dest.read_bytes() == data
     out = capsys.readouterr()
     assert "X-Amz-Signature" not in out.out + out.err
+    assert "not verified" in out.out
+
+
+def test_cp_presigned_url_verified_by_its_checksum_header(
+    tmp_path: Path, stock_moto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stock moto answers the HEAD with x-amz-checksum-sha256: the download is
+    checked against it."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=stock_moto.endpoint_url, region_name="us-east-1")
+    bucket = f"u-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    data = _data(12 * MiB, seed=7)
+    s3.put_object(Bucket=bucket, Key="obj", Body=data, ChecksumAlgorithm="SHA256")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "obj"})
+    dest = tmp_path / "obj"
+    assert cli_main(["cp", "--part-size", "5MiB", url, str(dest)]) == 0
+    assert dest.read_bytes() == data
+    out = capsys.readouterr()
+    assert "not verified" not in out.out + out.err
+    assert "Signature" not in out.out + out.err
 
 
 # -- a vendor: pre-signs SeaweedFS URLs with botocore ------------------------------------
