@@ -41,6 +41,8 @@ _INSTALL_HINTS = {
     "blocks": "pip install 'synxfer[blockstore]'",
     "syn": "pip install 'synxfer[synapse]'",
     "file": "pip install synxfer",
+    "http": "pip install synxfer",
+    "https": "pip install synxfer",
 }
 
 #: The backends synxfer's distribution ships: scheme -> entry-point value.
@@ -51,6 +53,8 @@ FIRST_PARTY = {
     "gs": "synxfer_gcs:GcsBackend",
     "blocks": "synxfer_blockstore:BlockStoreBackend",
     "syn": "synxfer_synapse:SynapseBackend",
+    "http": "synxfer_http:HttpBackend",
+    "https": "synxfer_http:HttpsBackend",
 }
 
 _registered: dict[str, BackendFactory] = {}
