@@ -136,9 +136,16 @@ def _add_synapse_parser(sub: Any) -> None:
 
 
 def serve_synapse(args: argparse.Namespace) -> int:
+    import logging
     import os
 
-    from .synapse import SynapseService
+    from .synapse import SynapseService, log
+
+    # One line a request on stderr: method, path and status (never a token).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
     service = SynapseService(
         args.s3,

@@ -42,6 +42,7 @@ import logging
 import math
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
     from werkzeug.wrappers import Request, Response
 
-__all__ = ["SynapseService"]
+__all__ = ["SynapseService", "log"]
 
 log = logging.getLogger("synxfer_servers.synapse")
 
@@ -73,8 +74,9 @@ FOLDER = _REPO + "Folder"
 FILE = _REPO + "FileEntity"
 S3_FILE_HANDLE = _REPO + "file.S3FileHandle"
 _KINDS = {PROJECT: "project", FOLDER: "folder", FILE: "file"}
-#: Entity names Synapse accepts (its own rule, with its own message).
-_NAME = re.compile(r"^[A-Za-z0-9 _\-.+'()]{1,256}$")
+#: Entity names Synapse accepts: ModelConstants.VALID_ENTITY_NAME_REGEX of
+#: Synapse-Repository-Services, plus the apostrophe its REST docs now allow.
+_NAME = re.compile(r"^[a-zA-Z0-9,_. \-+()']{1,256}$")
 _NAME_RULE = (
     "Entity names may only contain: letters, numbers, spaces, underscores, hyphens, "
     "periods, plus signs, apostrophes, and parentheses"
@@ -211,6 +213,7 @@ class SynapseService:
         self._stats: collections.Counter[str] = collections.Counter()
         self._throttle_left = 0
         self._retry_after = 1
+        self._expire_left = 0
         self._next_id = 1000
         self._entities: dict[int, _Entity] = {}
         self._handles: dict[str, dict[str, Any]] = {}
@@ -300,6 +303,20 @@ class SynapseService:
             self._throttle_left = n_requests
             self._retry_after = retry_after
 
+    def expire_url_batches(self, n_answers: int = 1) -> None:
+        """The next ``n_answers`` answers that carry pre-signed URLs (a batch
+        of part URLs, a file handle batch, a download redirect) deliver URLs
+        that have already expired.
+
+        They are signed as usual, with a one-second lifetime, and the answer
+        waits until the S3 server must refuse them (403 "Request has
+        expired"): what a client sees when its URLs expire in the middle of a
+        transfer, made deterministic. S3 servers that check expiry (SeaweedFS
+        with auth, Ceph RGW, AWS) refuse them; stock moto does not check.
+        """
+        with self._lock:
+            self._expire_left = n_answers
+
     def create_project(self, name: str) -> str:
         """A new Project named ``name``; returns its id (``"syn1000"``)."""
         with self._lock:
@@ -347,17 +364,39 @@ class SynapseService:
         except BotoCoreError as exc:
             raise ValueError(f"cannot reach the S3 server at {self.s3_endpoint}: {exc}") from None
 
-    def _expires_in(self) -> int:
-        return max(1, round(self.url_lifetime))
+    def _take_expired(self) -> bool:
+        """Whether this answer's URLs are to be expired ones (expire_url_batches)."""
+        with self._lock:
+            if self._expire_left <= 0:
+                return False
+            self._expire_left -= 1
+            return True
 
-    def _presign(self, operation: str, params: dict[str, Any]) -> str:
+    def _presign(self, operation: str, params: dict[str, Any], *, expired: bool = False) -> str:
+        lifetime = 1 if expired else max(1, round(self.url_lifetime))
         url: str = self._s3.generate_presigned_url(
-            operation, Params={"Bucket": self.bucket, **params}, ExpiresIn=self._expires_in()
+            operation, Params={"Bucket": self.bucket, **params}, ExpiresIn=lifetime
         )
         return url
 
+    @staticmethod
+    def _until_expired(signed_at: float) -> None:
+        """Wait until a URL signed at ``signed_at`` with a one-second lifetime is
+        past it by a clear margin (X-Amz-Date has one-second resolution)."""
+        time.sleep(max(0.0, math.floor(signed_at) + 2.2 - time.time()))
+
     def _download_url(self, handle: dict[str, Any]) -> str:
-        return self._presign("get_object", {"Key": handle["key"]})
+        """One download URL, as a redirect or a plain answer carries it."""
+        return self._download_urls([handle])[0]
+
+    def _download_urls(self, handles: list[dict[str, Any]]) -> list[str]:
+        """Download URLs for one answer (expired ones if expire_url_batches says so)."""
+        expired = self._take_expired()
+        signed_at = time.time()
+        urls = [self._presign("get_object", {"Key": h["key"]}, expired=expired) for h in handles]
+        if expired:
+            self._until_expired(signed_at)
+        return urls
 
     # -- WSGI --------------------------------------------------------------------
 
@@ -388,7 +427,7 @@ class SynapseService:
                 self._stats[route.name] += 1
             result = route.handler(request, match)
         except _HttpError as exc:
-            if exc.status >= 500:
+            if exc.status >= 500 and exc.status != 501:
                 log.warning("%s %s: %s", request.method, request.path, exc.reason)
             body = json.dumps({"reason": exc.reason})
             return Response(
@@ -494,6 +533,13 @@ class SynapseService:
                 "GET",
                 r"/entity/(?P<id>syn\d+|\d+)/version/(?P<v>\d+)/file",
                 self._entity_file,
+            ),
+            ("repo", "GET", r"/entity/(?P<id>syn\d+|\d+)/generatedBy", self._generated_by),
+            (
+                "repo",
+                "GET",
+                r"/entity/(?P<id>syn\d+|\d+)/version/(?P<v>\d+)/generatedBy",
+                self._generated_by,
             ),
             ("repo", "GET", r"/entity/md5/(?P<md5>[0-9a-fA-F]{32})", self._by_md5),
             (
@@ -993,6 +1039,13 @@ class SynapseService:
             return Response(url, status=200, content_type="text/plain")
         return Response(status=307, headers={"Location": url})
 
+    def _generated_by(self, request: Request, match: re.Match[str]) -> Any:
+        # Provenance is not kept here: every entity has none, as Synapse says it.
+        with self._lock:
+            entity = self._entity(match["id"])
+            version = self._version_of(entity, match)
+        raise _HttpError(404, f"No activity for Entity {entity.syn} version {version}")
+
     def _by_md5(self, request: Request, match: re.Match[str]) -> Any:
         md5 = match["md5"].lower()
         with self._lock:
@@ -1112,17 +1165,22 @@ class SynapseService:
                         f"Part number {number!r} out of range: this upload has "
                         f"{len(upload.parts)} parts",
                     )
+        expired = self._take_expired()
+        signed_at = time.time()
         urls = [
             {
                 "partNumber": number,
                 "uploadPresignedUrl": self._presign(
                     "upload_part",
                     {"Key": upload.key, "UploadId": upload.s3_upload_id, "PartNumber": number},
+                    expired=expired,
                 ),
                 "signedHeaders": {},
             }
             for number in numbers
         ]
+        if expired:
+            self._until_expired(signed_at)
         return {"partPresignedUrls": urls}
 
     def _stored_parts(self, upload: _Upload) -> dict[int, dict[str, Any]]:
@@ -1257,6 +1315,7 @@ class SynapseService:
         body = self._json(request)
         wanted = body.get("requestedFiles") or []
         results = []
+        with_urls: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for item in wanted:
             handle_id = str(item.get("fileHandleId"))
             with self._lock:
@@ -1271,8 +1330,12 @@ class SynapseService:
                 if body.get("includeFileHandles"):
                     result["fileHandle"] = handle
                 if body.get("includePreSignedURLs"):
-                    result["preSignedURL"] = self._download_url(handle)
+                    with_urls.append((result, handle))
             results.append(result)
+        if with_urls:
+            urls = self._download_urls([handle for _, handle in with_urls])
+            for (result, _), url in zip(with_urls, urls, strict=True):
+                result["preSignedURL"] = url
         return {"requestedFiles": results}
 
     def _associated_file(self, request: Request, match: re.Match[str]) -> Any:
