@@ -85,6 +85,15 @@ proxy has read the whole request, head and body:
     After ``stall_seconds`` the connection is closed (FIN) whatever was sent:
     a slow-but-alive server, which only progress-based stall detection
     catches early.
+``corrupt-request`` (:attr:`Fault.CORRUPT_REQUEST`)
+    Forwarded with exactly one byte of the *request* body inverted (``b ^
+    0xFF``, at a position drawn like the fault itself); the head (its
+    ``Content-Length``, ``Content-MD5``, ``x-amz-checksum-*`` and signature)
+    is untouched. Only ever drawn for requests with a body (for any other
+    the draw injects nothing and counts nothing): with ``methods={"PUT"}``,
+    what a bit flipped on the way to the server does to an upload, which
+    only a server that verifies the body's checksum refuses. Counted in
+    :attr:`ProxyStats.corrupted` and ``corrupted_keys`` as well.
 ``corrupt`` (:attr:`Fault.CORRUPT`)
     Forwarded; only ever drawn for ``GET`` requests (for any other method
     the draw injects nothing and counts nothing). If the response is a
@@ -171,6 +180,7 @@ class Fault(enum.StrEnum):
     ACCESS_DENIED = "403"
     RESET = "reset"
     RESET_AFTER = "reset-after"
+    CORRUPT_REQUEST = "corrupt-request"
     TRUNCATE = "truncate"
     STALL = "stall"
     TRICKLE = "trickle"
@@ -227,8 +237,10 @@ class ProxyStats:
     :class:`Fault` value, e.g. ``"503"`` or ``"reset"``) and by operation
     (``faults_by_op``). ``ops`` and ``keys`` count requests by S3 operation
     and by ``bucket/key``. ``corrupted`` counts the response bodies in which
-    a ``corrupt`` fault inverted a byte, and ``corrupted_keys`` the same by
-    ``bucket/key``. ``upstream_errors`` counts 502 answers given
+    a ``corrupt`` fault inverted a byte (and the request bodies a
+    ``corrupt-request`` one did), and ``corrupted_keys`` the same by
+    ``bucket/key``. ``body_bytes`` sums the request bodies forwarded (what
+    the server received of uploads). ``upstream_errors`` counts 502 answers given
     because the upstream could not be reached; ``connections`` the client
     connections accepted.
 
@@ -250,6 +262,7 @@ class ProxyStats:
     corrupted_keys: collections.Counter[str] = dataclasses.field(
         default_factory=collections.Counter
     )
+    body_bytes: int = 0
 
     def copy(self) -> ProxyStats:
         """A deep copy."""
@@ -733,6 +746,8 @@ class FaultProxy:
         where = rng.random()
         if fault is Fault.CORRUPT and req.method != "GET":
             return None, s, 0.0
+        if fault is Fault.CORRUPT_REQUEST and not _has_body(req):
+            return None, s, 0.0
         with self._lock:
             st = self._stats
             if s.max_faults is not None and st.faulted >= s.max_faults:
@@ -810,6 +825,11 @@ class FaultProxy:
 
         req = self._describe(method, target, head)
         fault, settings, where = self._decide(req)
+        if fault is Fault.CORRUPT_REQUEST and body:
+            altered = bytearray(body)
+            altered[min(len(body) - 1, int(where * len(body)))] ^= 0xFF
+            body = bytes(altered)
+            self._count_corrupted(f"{req.bucket}/{req.key}")
         request_id = f"FAULTPROXY{next(self._request_ids):08d}"
 
         if fault is not None and fault in _ERROR_REPLIES:
@@ -850,6 +870,7 @@ class FaultProxy:
             return keep_alive
         with self._lock:
             self._stats.forwarded += 1
+            self._stats.body_bytes += len(body)
         corrupt_at = where if fault is Fault.CORRUPT else None
         return await self._relay(
             up_reader,
@@ -1043,6 +1064,14 @@ class FaultProxy:
             sent += n
             await writer.drain()
         writer.close()
+
+
+def _has_body(req: ProxyRequest) -> bool:
+    """Whether a request's head announces a body of at least one byte."""
+    length = req.headers.get("content-length", "")
+    return (length.isdigit() and int(length) > 0) or "chunked" in req.headers.get(
+        "transfer-encoding", ""
+    ).lower()
 
 
 def _chunk_spans(raw: bytes | bytearray) -> list[tuple[int, int]]:
