@@ -315,12 +315,17 @@ class Vendor(UrlVendor):
         self.hide_expiry = False
         self.after_start: Any = None
         self.first_batch_delay = 0.0
+        self.download_calls = 0
 
     async def download_url(self, key: str) -> SignedUrl:
+        self.download_calls += 1
         url = self.s3.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=self.lifetime
         )
-        return SignedUrl(url, expires=time.time() + self.lifetime)
+        if self.download_calls == 1 and self.first_batch_delay:
+            await asyncio.sleep(self.first_batch_delay)  # it lapses before use
+        expires = None if self.hide_expiry else time.time() + self.lifetime
+        return SignedUrl(url, expires=expires)
 
     async def start_upload(self, request: UploadRequest) -> VendedUpload:
         self.requests.append(request)
@@ -493,3 +498,43 @@ def test_file_changed_between_prepass_and_send_fails(
     assert "changed while it was being uploaded" in failure.error
     assert "part 2 differs" in failure.error
     assert 2 not in vendor.done
+
+
+def test_expired_download_url_is_fetched_again(
+    tmp_path: Path, vendor: Vendor, weed_bucket: str
+) -> None:
+    data = _data(12 * MiB, seed=8)
+    vendor.s3.put_object(Bucket=weed_bucket, Key="down/a.bin", Body=data)
+    vendor.lifetime = 1
+    vendor.hide_expiry = True
+    vendor.first_batch_delay = 2.5
+
+    async def download() -> synxfer.TransferResult:
+        async with synxfer.Client(CFG) as client:
+            return await client.download_file(f"urltest://{weed_bucket}/down/a.bin", tmp_path / "a")
+
+    result = asyncio.run(download())
+    assert result.ok, result.failures
+    assert (tmp_path / "a").read_bytes() == data
+    assert vendor.download_calls == 2
+
+
+def test_a_new_version_is_not_held_to_the_old_pin(
+    tmp_path: Path, vendor: Vendor, weed_bucket: str
+) -> None:
+    """The pin is per version (the service's tag), not per key: the same
+    client downloads a key, sees it replaced, and downloads the new one."""
+    key = "down/versions.bin"
+    first, second = _data(12 * MiB, seed=9), _data(12 * MiB, seed=10)
+
+    async def run() -> None:
+        async with synxfer.Client(CFG) as client:
+            vendor.s3.put_object(Bucket=weed_bucket, Key=key, Body=first)
+            url = f"urltest://{weed_bucket}/{key}"
+            (await client.download_file(url, tmp_path / "1")).raise_for_failures()
+            vendor.s3.put_object(Bucket=weed_bucket, Key=key, Body=second)
+            (await client.download_file(url, tmp_path / "2")).raise_for_failures()
+
+    asyncio.run(run())
+    assert (tmp_path / "1").read_bytes() == first
+    assert (tmp_path / "2").read_bytes() == second

@@ -76,7 +76,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeVar
 
 from .._exceptions import (
     BackendError,
@@ -106,6 +106,7 @@ __all__ = [
 ]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+T = TypeVar("T")
 _NO_PARTS: Mapping[int, str] = MappingProxyType({})
 
 #: A URL this close to its ``expires`` is fetched again before use: a part
@@ -383,8 +384,8 @@ class UrlBackend(Backend):
         self._vendor = vendor
         self._http: HttpClient | None = None
         self._downloads: dict[str, SignedUrl] = {}
+        self._fetching: dict[str, asyncio.Future[SignedUrl]] = {}
         self._pins: dict[str, str] = {}
-        self._download_lock: asyncio.Lock | None = None
         self._uploads: dict[str, _Upload] = {}
 
     @property
@@ -419,17 +420,21 @@ class UrlBackend(Backend):
 
     # -- downloads -------------------------------------------------------------
 
-    async def _download(self, key: str, *, fresh: bool = False) -> SignedUrl:
-        if self._download_lock is None:
-            self._download_lock = asyncio.Lock()
-        async with self._download_lock:
-            url = self._downloads.get(key)
-            if fresh or url is None or url.expired(self.expiry_margin):
-                if url is not None and fresh:
-                    self._downloads.pop(key, None)
-                url = await self.vendor.download_url(key)
-                self._downloads[key] = url
+    async def _download(self, key: str, stale: SignedUrl | None = None) -> SignedUrl:
+        """The download URL of ``key``: cached until it is about to expire, or
+        until it was refused (``stale``). One vendor call per key at a time;
+        other keys' calls are not held up by it."""
+        url = self._downloads.get(key)
+        if url is not None and url is not stale and not url.expired(self.expiry_margin):
             return url
+        pending = self._fetching.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self.vendor.download_url(key))
+            self._fetching[key] = pending
+            pending.add_done_callback(lambda _: self._fetching.pop(key, None))
+        url = await asyncio.shield(pending)
+        _bounded_put(self._downloads, key, url)
+        return url
 
     async def read_into(
         self,
@@ -444,32 +449,22 @@ class UrlBackend(Backend):
 
         ``if_match`` is the service's tag (its ``stat``), not the store's:
         the GET is pinned to the store's ETag (the vendor's, else the first
-        one seen), fetched again once on a 403 or an expired URL.
+        one seen while reading this version), and the URL fetched again once
+        on a 403 or when it is about to expire.
         """
         url = await self._download(key)
+        pin_as = f"{key}\0{if_match or ''}"
         try:
             return await read_url_into(
-                self.http,
-                url,
-                offset,
-                buf,
-                whole=whole,
-                key=key,
-                pins=self._pins,
-                shown=self.url(key),
-            )
+                self.http, url, offset, buf, whole=whole, key=key,
+                pins=self._pins, pin_as=pin_as, shown=self.url(key),
+            )  # fmt: skip
         except PermissionDenied:
-            url = await self._download(key, fresh=True)
+            url = await self._download(key, stale=url)
             return await read_url_into(
-                self.http,
-                url,
-                offset,
-                buf,
-                whole=whole,
-                key=key,
-                pins=self._pins,
-                shown=self.url(key),
-            )
+                self.http, url, offset, buf, whole=whole, key=key,
+                pins=self._pins, pin_as=pin_as, shown=self.url(key),
+            )  # fmt: skip
 
     # -- uploads ---------------------------------------------------------------
 
@@ -613,6 +608,18 @@ class UrlBackend(Backend):
         ]
 
 
+#: The most download URLs and ETag pins a backend remembers (oldest dropped):
+#: a download of a million objects must not keep a million of them.
+_REMEMBER: Final = 4096
+
+
+def _bounded_put(cache: dict[str, T], key: str, value: T) -> None:
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > _REMEMBER:
+        del cache[next(iter(cache))]
+
+
 def _md5_hex(data: Payload) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
@@ -657,15 +664,17 @@ async def read_url_into(
     whole: bool = False,
     key: str = "",
     pins: dict[str, str] | None = None,
+    pin_as: str | None = None,
     shown: str = "",
     extra_headers: Mapping[str, str] | None = None,
     if_range: str | None = None,
 ) -> ObjectInfo:
     """A (ranged) GET of ``url`` straight into ``buf``; the object's info.
 
-    Pinned with ``If-Match`` to ``url.etag`` or ``pins[key]`` (the first
-    strong ETag seen, recorded there); an answer with another ETag, a 412,
-    or a body of the wrong size raises PreconditionFailed. Without an ETag,
+    Pinned with ``If-Match`` to ``url.etag`` or ``pins[pin_as]`` (the first
+    strong ETag seen, recorded there; ``pin_as`` defaults to ``key``); an
+    answer with another ETag, a 412, or a body of the wrong size raises
+    PreconditionFailed. Without an ETag,
     ``if_range`` (a Last-Modified date) goes as ``If-Range``: the whole
     object coming back then means it changed. A server that ignores
     ``Range`` (200 to a ranged GET) is fine when the range is the whole
@@ -678,7 +687,8 @@ async def read_url_into(
     shown = shown or str(url)
     scheme, host, port, target = url.address()
     headers = {"host": url.host_header(), **url.headers, **(extra_headers or {})}
-    pin = url.etag or (pins.get(key) if pins is not None else None)
+    pin_as = key if pin_as is None else pin_as
+    pin = url.etag or (pins.get(pin_as) if pins is not None else None)
     if pin:
         headers["if-match"] = f'"{pin}"'
     ranged = not (whole and offset == 0) and (n > 0 or offset > 0)
@@ -729,7 +739,10 @@ async def read_url_into(
         )
     seen = info.etag
     if seen and pins is not None:
-        first = pins.setdefault(key, seen) if not url.etag else url.etag
+        first = url.etag or pins.get(pin_as)
+        if first is None:
+            first = seen
+            _bounded_put(pins, pin_as, seen)
         if first != seen:
             raise PreconditionFailed(
                 f"{shown} changed while it was being downloaded (ETag {first} became {seen})",
