@@ -587,14 +587,20 @@ class Client:
         loc = self._remote(url)
         backend = await self._backend(loc)
         if not recursive:
-            if not loc.key or loc.key.endswith("/"):
+            if not loc.key:
                 raise _prefix_error(url, "delete")
-            # Deleting a missing key succeeds on object stores: say so instead.
-            await _stat_object(backend, loc.key, url, "delete")
+            if loc.key.endswith("/"):
+                # A folder marker (a key ending in "/") is an object: aws s3 rm
+                # deletes it. Without one, the URL names a prefix only.
+                await _stat_marker(backend, loc.key, url)
+            else:
+                # Deleting a missing key succeeds on object stores: say so instead.
+                await _stat_object(backend, loc.key, url, "delete")
             return await self._execute([DeleteRemoteJob(backend, [loc.key])], dryrun)
         prefix = _as_prefix(loc.key)
         flt = Filters(filters)
-        listed = await list_remote(backend, prefix)
+        # Folder markers too (the prefix's own included): nothing is left behind.
+        listed = await list_remote(backend, prefix, markers=True)
         keys = [info.key for rel, info in listed.items() if flt.included(rel)]
         return await self._execute(delete_jobs(backend, keys), dryrun)
 
@@ -640,7 +646,7 @@ class Client:
         backend = await self._bucket_backend(url, "delete_bucket")
         result = TransferResult(dryrun=dryrun)
         if force:
-            listed = await list_remote(backend, "")
+            listed = await list_remote(backend, "", markers=True)
             result = await self._execute(
                 delete_jobs(backend, [i.key for i in listed.values()]), dryrun
             )
@@ -753,6 +759,19 @@ async def _stat_object(backend: Backend, key: str, url: str, verb: str) -> Objec
         page = await backend.list_page(key + "/")
         if page.items:
             raise _prefix_error(url, verb) from None
+        raise NotFound(f"{url}: no such object", url=url, status=exc.status) from None
+
+
+async def _stat_marker(backend: Backend, key: str, url: str) -> ObjectInfo:
+    """The folder marker ``key`` (ending in ``/``); a prefix without one says
+    to use ``recursive``, and nothing at all raises NotFound naming ``url``."""
+    try:
+        return await backend.stat(key)
+    except BucketNotFound:
+        raise
+    except NotFound as exc:
+        if (await backend.list_page(key)).items:
+            raise _prefix_error(url, "delete") from None
         raise NotFound(f"{url}: no such object", url=url, status=exc.status) from None
 
 

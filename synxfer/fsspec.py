@@ -349,14 +349,41 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         by_root: dict[str, list[str]] = {}
         for p in expanded:
             by_root.setdefault(self._root(p), []).append(p)
-        for paths in by_root.values():
-            backend, _ = await self._backend(paths[0])
+        markers = await self._markers(path) if recursive else {}
+        for root in markers:
+            by_root.setdefault(root, [])
+        for root, paths in by_root.items():
+            first = paths[0] if paths else root
+            backend, _ = await self._backend(first)
             keys = [(await self._backend(p))[1] for p in paths]
-            with _errors(paths[0]):
-                failed = await backend.delete_many([k for k in keys if k])
+            keys += markers.get(root, [])
+            with _errors(first):
+                failed = await backend.delete_many(list(dict.fromkeys(k for k in keys if k)))
             if failed:
                 key, exc = next(iter(failed.items()))
                 raise OSError(errno.EIO, f"{len(failed)} deletes failed, e.g. {key}: {exc}")
+
+    async def _markers(self, path: Any) -> dict[str, list[str]]:
+        """The folder markers (keys ending in ``/``) under each path, by bucket.
+
+        ``find`` leaves markers out (they are no files) and fsspec paths
+        cannot end in ``/``, so a recursive ``rm`` lists them here, once per
+        path given: without this, the "directory" it removed would still be
+        listed, and its bucket could not be deleted.
+        """
+        found: dict[str, list[str]] = {}
+        if self.scheme == "file":
+            return found
+        for p in path if isinstance(path, list) else [path]:
+            p = self._strip_protocol(p)
+            if has_magic(p):
+                continue  # a glob: its matches were expanded, markers are no match
+            backend, key = await self._backend(p)
+            with _errors(p):
+                async for info in backend.list(key + "/" if key else ""):
+                    if info.key.endswith("/"):
+                        found.setdefault(self._root(p), []).append(info.key)
+        return found
 
     async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
         """Nothing: object stores have no directories."""

@@ -55,12 +55,22 @@ def delete_jobs(backend: Backend, keys: Sequence[str]) -> list[Job]:
     ]
 
 
-async def list_remote(backend: Backend, prefix: str) -> dict[str, ObjectInfo]:
-    """Objects under ``prefix`` by relative name; "directory" markers dropped."""
+async def list_remote(
+    backend: Backend, prefix: str, *, markers: bool = False
+) -> dict[str, ObjectInfo]:
+    """Objects under ``prefix`` by relative name.
+
+    "Directory" markers (keys ending in ``/``, ``prefix`` itself included,
+    as the S3 console and ``aws s3api put-object --key d/`` make them) are
+    no files: a transfer leaves them out, so none lands as a file or an
+    empty directory. ``markers`` keeps them, for deletions: ``rm
+    --recursive`` and ``rb --force`` must leave nothing behind (the marker
+    of ``prefix`` itself under the relative name ``""``).
+    """
     found: dict[str, ObjectInfo] = {}
     async for info in backend.list(prefix):
         rel = info.key[len(prefix) :]
-        if rel and not rel.endswith("/"):
+        if markers or (rel and not rel.endswith("/")):
             found[rel] = info
     return found
 
