@@ -301,7 +301,13 @@ def run_shard(
     process's main thread, cancels the run as Ctrl-C cancels a one-process
     run: transfers stop, the journal keeps what they did.
     """
-    return asyncio.run(_run_shard(spec, send, stopped))
+    try:
+        return asyncio.run(_run_shard(spec, send, stopped))
+    finally:
+        main = threading.current_thread() is threading.main_thread()
+        if main and _sigterm_ignored and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+            # The SIGTERM came as the shard ended: the next one counts again.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 async def _watch(stopped: Stopped, task: asyncio.Task[Any]) -> None:
@@ -312,6 +318,28 @@ async def _watch(stopped: Stopped, task: asyncio.Task[Any]) -> None:
             return
 
 
+def _stop_on_sigterm(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    """Cancel the shard once; ignore any later SIGTERM while it winds down.
+
+    A worker usually gets two: one sent to the whole process group (by
+    ``timeout``, a batch scheduler) and one from the driver stopping its
+    pool. The second must neither kill the clean-up half-way nor reach the
+    loop's handler while ``loop.close()`` has already closed the loop's
+    wake-up socket (Python then prints "Exception ignored when trying to
+    write to the signal wakeup fd" with a traceback). The driver kills a
+    worker that outlives its grace period anyway.
+    """
+    global _sigterm_ignored
+    loop.remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _sigterm_ignored = True
+    task.cancel()
+
+
+#: Whether :func:`_stop_on_sigterm` set SIGTERM to be ignored (undone after the shard).
+_sigterm_ignored = False
+
+
 async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None) -> TransferResult:
     from ..client import Client
     from . import open_op, run_items
@@ -319,7 +347,7 @@ async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None and threading.current_thread() is threading.main_thread():
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        loop.add_signal_handler(signal.SIGTERM, _stop_on_sigterm, loop, task)
     forward = _Forwarder(spec.event_kinds, send) if send is not None and spec.event_kinds else None
     config = replace(spec.config, state_dir=str(spec.journal_dir()))
     s = spec.settings

@@ -3,8 +3,10 @@ with aws-cli-like flags.
 
 Exit codes: 0 success; 1 when any file failed (or the run failed at the
 backend); 2 for usage and configuration errors (bad option, malformed URL,
-unknown scheme, missing local path); 130 when interrupted; 141 when stdout
-is closed early (``synxfer ls ... | head``).
+unknown scheme, missing local path); 130 when interrupted (SIGINT); 143
+when terminated (SIGTERM, which ``timeout``, systemd, Kubernetes and batch
+schedulers send: handled as SIGINT is, the journal kept for a rerun); 141
+when stdout is closed early (``synxfer ls ... | head``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from ._output import EventPrinter, Progress, cli_words, redact, summary_line
 from ._parser import build_parser, parse_command_line
 
 if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop, Task
+
     from ..client import Client
 
 # The client, the engine, asyncio and the backends are imported by the commands
@@ -36,6 +40,7 @@ __all__ = ["build_parser", "main"]
 log = logging.getLogger("synxfer.cli")
 
 INTERRUPTED_EXIT = 130
+TERMINATED_EXIT = 143  # 128 + SIGTERM, what a shell reports for a tool SIGTERM ended
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by SIGPIPE
 _LOCAL_PATH_ERRORS = (
     FileNotFoundError,
@@ -297,11 +302,34 @@ async def _tick(progress: Progress) -> None:
             return
 
 
+class _Terminated:
+    """Whether SIGTERM stopped the run (set on the event loop, read after it)."""
+
+    seen = False
+
+
+def _on_sigterm(loop: AbstractEventLoop, task: Task[Any]) -> None:
+    """Stop the run as Ctrl-C does: cancel it, so transfers are cancelled,
+    multipart uploads kept in the journal, workers stopped and the client
+    closed. A second SIGTERM ends the process at once (the default action)."""
+    import signal
+
+    _Terminated.seen = True
+    loop.remove_signal_handler(signal.SIGTERM)
+    task.cancel()
+
+
 async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> TransferResult | None:
     import asyncio
+    import signal
 
     from ..client import Client
 
+    main_task = asyncio.current_task()
+    if main_task is not None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, _on_sigterm, loop, main_task)
     async with Client(
         _config(args),
         endpoint_url=args.endpoint_url,
@@ -414,6 +442,12 @@ def _exit_code(exc: BaseException, args: argparse.Namespace, printer: EventPrint
         with contextlib.suppress(OSError):
             if printer is not None and printer.progress is not None:
                 printer.progress.clear()
+        if _Terminated.seen:
+            print(
+                "synxfer: terminated (SIGTERM); rerun the same command to continue",
+                file=sys.stderr,
+            )
+            return TERMINATED_EXIT
         print("synxfer: interrupted; rerun the same command to continue", file=sys.stderr)
         return INTERRUPTED_EXIT
     if isinstance(exc, BrokenPipeError):
