@@ -111,6 +111,24 @@ proxy has read the whole request, head and body:
     reads other XML; ``ops={"get_object"}`` confines the fault to object
     bodies.
 
+``bad-chunk`` (:attr:`Fault.BAD_CHUNK`)
+    Forwarded. The whole response is read; if it has at least one body
+    byte, it is sent chunked (re-framed as one chunk when the server gave a
+    ``Content-Length``, which is dropped) with one byte of the *first
+    chunk-size line* inverted (``b ^ 0xFF``), so the size is no hex number:
+    what a flipped bit does to a chunked listing. The connection is then
+    closed (FIN). Responses without a body pass unchanged, though the fault
+    was drawn.
+``repeat-token`` (:attr:`Fault.REPEAT_TOKEN`)
+    Forwarded; only ever drawn for requests that carry a
+    ``continuation-token`` query parameter (ListObjectsV2's second page and
+    later; for any other request the draw injects nothing and counts
+    nothing). A successful XML answer is sent with its
+    ``NextContinuationToken`` set to the token the request carried (and
+    ``IsTruncated`` true), with a corrected ``Content-Length``: a server
+    whose paging repeats, so a client that follows tokens blindly lists
+    forever. With ``rate=1`` every later page repeats.
+
 Note that HTTP clients resend a request by themselves when a reused
 connection was closed before any byte of the answer (aiohttp for idempotent
 requests; synxfer's S3 client once, on a connection that died while idle):
@@ -152,6 +170,7 @@ import dataclasses
 import enum
 import itertools
 import random
+import re
 import socket
 import struct
 import threading
@@ -185,6 +204,8 @@ class Fault(enum.StrEnum):
     STALL = "stall"
     TRICKLE = "trickle"
     CORRUPT = "corrupt"
+    BAD_CHUNK = "bad-chunk"
+    REPEAT_TOKEN = "repeat-token"
 
 
 #: Status line, S3 error code and message of the faults answered by the proxy.
@@ -748,6 +769,8 @@ class FaultProxy:
             return None, s, 0.0
         if fault is Fault.CORRUPT_REQUEST and not _has_body(req):
             return None, s, 0.0
+        if fault is Fault.REPEAT_TOKEN and not req.query.get("continuation-token"):
+            return None, s, 0.0
         with self._lock:
             st = self._stats
             if s.max_faults is not None and st.faulted >= s.max_faults:
@@ -883,6 +906,7 @@ class FaultProxy:
             keep_alive,
             corrupt_at,
             f"{req.bucket}/{req.key}",
+            req.query.get("continuation-token", ""),
         )
 
     async def _exchange(
@@ -925,11 +949,14 @@ class FaultProxy:
         keep_alive: bool,
         corrupt_at: float | None = None,
         name: str = "",
+        token: str = "",
     ) -> bool:
         """Pass the upstream response to the client (whole, cut, altered, or not at all).
 
         ``corrupt_at`` (a ``corrupt`` fault) places the inverted byte: that
         fraction of the way through a successful response's body data.
+        ``token``: the request's ``continuation-token`` (a ``repeat-token``
+        fault sends it back as the next one).
         """
         version, status_text = reply.first.split(" ", 1)
         status = int(status_text.split(" ", 1)[0])
@@ -995,6 +1022,28 @@ class FaultProxy:
                 await writer.drain()
                 writer.close()
                 return False
+            if fault is Fault.BAD_CHUNK or fault is Fault.REPEAT_TOKEN:
+                raw = bytearray()
+                async for piece in body_pieces():
+                    raw += piece
+                complete = True
+                data = _dechunk(raw) if chunked else bytes(raw)
+                if fault is Fault.REPEAT_TOKEN and 200 <= status < 300 and data:
+                    data = _repeat_token(data, token)
+                    writer.write(_reframed(reply, data, client_keep, chunk=False) + data)
+                    await writer.drain()
+                    return client_keep
+                if fault is Fault.BAD_CHUNK and data:
+                    size = f"{len(data):x}".encode()
+                    bad = bytes([size[0] ^ 0xFF]) + size[1:]
+                    framed = bad + b"\r\n" + data + b"\r\n0\r\n\r\n"
+                    writer.write(_reframed(reply, data, False, chunk=True) + framed)
+                    await writer.drain()
+                    writer.close()
+                    return False
+                writer.write(head + bytes(raw))
+                await writer.drain()
+                return client_keep
             if corrupt and length is None:
                 # Chunked or until close: the data's length is known at the end only.
                 raw = bytearray()
@@ -1064,6 +1113,35 @@ class FaultProxy:
             sent += n
             await writer.drain()
         writer.close()
+
+
+def _dechunk(raw: bytes | bytearray) -> bytes:
+    """The data of a raw chunked body (framing and trailers dropped)."""
+    return b"".join(bytes(raw[at : at + n]) for at, n in _chunk_spans(raw))
+
+
+def _reframed(reply: _Head, data: bytes, keep_alive: bool, *, chunk: bool) -> bytes:
+    """``reply``'s head for ``data`` sent again: chunked, or with its own length."""
+    add = [("Transfer-Encoding", "chunked")] if chunk else [("Content-Length", str(len(data)))]
+    if not keep_alive:
+        add.append(("Connection", "close"))
+    drop = ("connection", "keep-alive", "content-length", "transfer-encoding")
+    return reply.encode(drop=drop, add=add)
+
+
+def _repeat_token(body: bytes, token: str) -> bytes:
+    """A ListObjectsV2 answer whose next token is ``token`` and which says it is truncated."""
+    escaped = token.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode()
+    out, n = re.subn(
+        rb"<NextContinuationToken>[^<]*</NextContinuationToken>",
+        b"<NextContinuationToken>" + escaped + b"</NextContinuationToken>",
+        body,
+    )
+    out = re.sub(rb"<IsTruncated>[^<]*</IsTruncated>", b"<IsTruncated>true</IsTruncated>", out)
+    if not n:  # the last page: make it say there is another
+        tag = b"<NextContinuationToken>" + escaped + b"</NextContinuationToken>"
+        out = out.replace(b"</ListBucketResult>", tag + b"</ListBucketResult>", 1)
+    return out
 
 
 def _has_body(req: ProxyRequest) -> bool:
