@@ -278,6 +278,35 @@ def test_a_changed_file_is_a_new_version_an_unchanged_one_is_not(
     _run(main())
 
 
+def test_ls_rm_and_a_name_synapse_refuses(service: Any, home: Path, tmp_path: Path) -> None:
+    project = service.create_project("ls-rm")
+    src = tmp_path / "src"
+    for rel in ("a.txt", "m/deep/x.txt", "m/y.txt", "z/w.txt", "caf\u00e9.txt"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(rel.encode())
+    url = f"syn://{project}"
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            res = await client.sync_to(src, url)
+            # Synapse refuses the name: that file fails, with why; the others go.
+            assert res.files_transferred == 4
+            assert [f.path.rsplit("/", 1)[-1] for f in res.failures] == ["caf\u00e9.txt"]
+            assert "HTTP 400" in res.failures[0].error
+            top = [i if isinstance(i, str) else i.key async for i in client.ls(url + "/")]
+            assert top == ["a.txt", "m/", "z/"]  # each directory once: depth first
+            deep = [i.key async for i in client.ls(url + "/m/", recursive=True)]
+            assert sorted(deep) == ["m/deep/x.txt", "m/y.txt"]
+            await client.rm(f"{url}/m/y.txt")
+            await client.rm(f"{url}/m/", recursive=True)
+            left = sorted([i.key async for i in client.ls(url + "/", recursive=True)])
+            assert left == ["a.txt", "z/w.txt"]
+            with pytest.raises(NotFound):
+                await client.rm(f"{url}/m/y.txt")
+
+    _run(main())
+
+
 # -- bad input and faults ------------------------------------------------------------
 
 

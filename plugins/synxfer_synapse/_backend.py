@@ -126,6 +126,8 @@ class _Pending:
     unchanged: Remote | None = None
     #: The service completed this upload before (the same request): its handle.
     handle: str | None = None
+    #: The entity at the key when the upload started (None: there was none).
+    entity_id: str | None = None
 
 
 class SynapseVendor(UrlVendor):
@@ -227,7 +229,8 @@ class SynapseVendor(UrlVendor):
         assert parent is not None
         content_type = request.options.content_type
         # Same content as the entity's current version: nothing to send or register.
-        existing = await self.tree.remote(key)
+        _, entity_id = await self.tree.lookup(key)
+        existing = None if entity_id is None else await self.tree.bundle(entity_id, key)
         part_size = max(request.part_size, MIN_PART_SIZE)
         parts = max(1, -(-request.size // part_size))
         if existing is not None and existing.md5 == md5 and existing.size == request.size:
@@ -251,7 +254,7 @@ class SynapseVendor(UrlVendor):
         )
         if not isinstance(doc, dict) or not doc.get("uploadId"):
             raise BackendError("the service started no upload", url=url)
-        state = _Pending(parent, name, request.size, md5, content_type)
+        state = _Pending(parent, name, request.size, md5, content_type, entity_id=entity_id)
         parts_state = str(doc.get("partsState") or "")
         state.done = {i for i, c in enumerate(parts_state, 1) if c == "1"}
         if doc.get("state") == "COMPLETED" and doc.get("resultFileHandleId"):
@@ -339,7 +342,15 @@ class SynapseVendor(UrlVendor):
             if not handle:
                 raise BackendError("the service completed the upload with no file handle", url=url)
         remote = await self.tree.register(
-            state.parent, state.name, upload.key, handle, state.size, state.md5, state.content_type
+            state.parent,
+            state.name,
+            upload.key,
+            handle,
+            state.size,
+            state.md5,
+            state.content_type,
+            hint=state.entity_id,
+            hinted=True,
         )
         self.pending.pop(upload.upload_id, None)
         self._remotes[upload.key] = remote
@@ -417,7 +428,8 @@ class SynapseBackend(UrlBackend):
         return remote.info(key)
 
     async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
-        """One children page of one folder (depth first, folders queued in the cursor).
+        """One children page of one folder (depth first; the folders still to
+        list, with their page tokens, are the cursor).
 
         The cursor is the queue of folders still to list, each with the
         service's page token. Files are read with their handles a few at a
@@ -461,20 +473,22 @@ class SynapseBackend(UrlBackend):
                 raise
             doc = doc if isinstance(doc, dict) else {}
             following = doc.get("nextPageToken")
-            if following:
-                queue[0][2] = following
-            else:
-                queue.pop(0)
+            queue.pop(0)
             files: list[tuple[str, str]] = []
+            folders: list[list[Any]] = []
             for child in doc.get("page") or []:
                 name = str(child.get("name", ""))
                 if not name.startswith(start):
                     continue
                 kind = entity_kind(str(child.get("type", "")))
                 if kind == "folder":
-                    queue.append([str(child["id"]), f"{path}{name}/", None, ""])
+                    folders.append([str(child["id"]), f"{path}{name}/", None, ""])
                 elif kind == "file":
                     files.append((str(child["id"]), path + name))
+            # Depth first: everything under a folder comes before its siblings,
+            # so the keys under any directory are listed together (ls folds them).
+            rest = [[folder_id, path, following, start]] if following else []
+            queue[0:0] = rest + folders
             for key, remote in await bounded_map(self._read_file, files, self.list_concurrency):
                 if remote is not None:
                     self.syn.remember(key, remote)

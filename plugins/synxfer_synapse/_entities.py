@@ -290,13 +290,21 @@ class Tree:
         size: int,
         md5: str | None,
         content_type: str | None,
+        *,
+        hint: str | None = None,
+        hinted: bool = False,
     ) -> Remote:
         """Point the File entity ``name`` in ``parent`` at ``handle_id``: a new
         entity, or a new version of the existing one (as synapseclient's
         store does). Nothing to do when it points there already (a retried
-        completion)."""
-        for _attempt in range(3):
-            entity_id = await self.child(parent, name, key)
+        completion). ``hinted``: ``hint`` is what a lookup found when the
+        upload started (the entity's id, or None), used on the first attempt
+        instead of a lookup; a conflict makes it look again."""
+        for attempt in range(3):
+            if hinted and attempt == 0:
+                entity_id = hint
+            else:
+                entity_id = await self.child(parent, name, key)
             if entity_id is None:
                 try:
                     doc = await self.rest.call(
