@@ -28,6 +28,7 @@ import pytest
 import synxfer
 from synxfer import MiB
 from synxfer.backend import (
+    BackendError,
     BackendOptions,
     ListPage,
     NotFound,
@@ -316,6 +317,10 @@ class Vendor(UrlVendor):
         self.after_start: Any = None
         self.first_batch_delay = 0.0
         self.download_calls = 0
+        self.resumable = False
+        self.pinned = False
+        self.fail_part = 0
+        self.open_uploads: dict[str, str] = {}
 
     async def download_url(self, key: str) -> SignedUrl:
         self.download_calls += 1
@@ -329,11 +334,19 @@ class Vendor(UrlVendor):
 
     async def start_upload(self, request: UploadRequest) -> VendedUpload:
         self.requests.append(request)
+        if self.resumable and request.content_md5 in self.open_uploads:
+            # As Synapse does: the same content resumes its upload.
+            upload_id = self.open_uploads[request.content_md5]
+            held = {n: ("" if self.pinned else m) for n, m in self.done.items()}
+            return VendedUpload(
+                request.key, upload_id, request.part_size, held, content_pinned=self.pinned
+            )
         up = await asyncio.to_thread(
             self.s3.create_multipart_upload, Bucket=self.bucket, Key=request.key
         )
         if self.after_start is not None:
             await asyncio.to_thread(self.after_start)
+        self.open_uploads[request.content_md5 or ""] = up["UploadId"]
         return VendedUpload(request.key, up["UploadId"], request.part_size)
 
     async def upload_urls(
@@ -360,6 +373,12 @@ class Vendor(UrlVendor):
         return {n: SignedUrl(u, expires=expires) for n, u in urls.items()}
 
     async def part_done(self, upload: VendedUpload, number: int, md5_hex: str) -> None:
+        if number == self.fail_part:
+            for _ in range(500):  # bounded: the parts before it land first
+                if all(n in self.done for n in range(1, number)):
+                    break
+                await asyncio.sleep(0.01)
+            raise BackendError(f"the service refused part {number} (test)")
         self.done[number] = md5_hex
 
     async def complete(self, upload: VendedUpload) -> ObjectInfo:
@@ -374,6 +393,8 @@ class Vendor(UrlVendor):
         return await self.stat(upload.key)
 
     async def abort(self, upload: VendedUpload) -> None:
+        if self.resumable:
+            return  # as Synapse: uploads lapse, the next start resumes them
         await asyncio.to_thread(
             self.s3.abort_multipart_upload,
             Bucket=self.bucket,
@@ -538,3 +559,28 @@ def test_a_new_version_is_not_held_to_the_old_pin(
     asyncio.run(run())
     assert (tmp_path / "1").read_bytes() == first
     assert (tmp_path / "2").read_bytes() == second
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["part-md5s", "content-pinned"])
+def test_server_side_resume_sends_only_missing_parts(
+    tmp_path: Path, vendor: Vendor, weed_bucket: str, pinned: bool
+) -> None:
+    """A service that keeps an upload by its content (Synapse) resumes it:
+    parts it holds -- with their MD5, or with none when the upload is pinned
+    to the whole-file MD5 -- are not sent again."""
+    data = _data(12 * MiB, seed=11 + pinned)
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    vendor.resumable = True
+    vendor.pinned = pinned
+    vendor.fail_part = 3
+    key = f"up/resume-{pinned}.bin"
+    first = asyncio.run(_upload(src, weed_bucket, key))
+    assert not first.ok
+    assert set(vendor.done) == {1, 2}
+    vendor.fail_part = 0
+    vendor.url_calls.clear()
+    second = asyncio.run(_upload(src, weed_bucket, key))
+    assert second.ok, second.failures
+    assert vendor.url_calls == [[3]]
+    assert vendor.s3.get_object(Bucket=weed_bucket, Key=key)["Body"].read() == data

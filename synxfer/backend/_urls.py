@@ -24,11 +24,14 @@ The shape::
         ``content_md5`` is the whole file's MD5 in hex, computed by the engine
         before the upload starts (Capabilities.needs_content_md5).
 
-    VendedUpload(key, upload_id, part_size, done_parts={}, state=None)
+    VendedUpload(key, upload_id, part_size, done_parts={}, state=None,
+                 content_pinned=False)
         the service's handle; ``done_parts`` maps part numbers the service
         already holds to their MD5 (hex, "" if it does not say) -- a restarted
         upload of the same file resumes server-side: a part whose MD5 equals
-        the engine's is not sent again. ``state``: anything the vendor keeps.
+        the engine's is not sent again (nor one with "" when
+        ``content_pinned``: the service keyed the upload by the whole-file
+        MD5). ``state``: anything the vendor keeps.
 
     class UrlVendor(abc.ABC):
         async def download_url(key) -> SignedUrl
@@ -41,8 +44,10 @@ The shape::
 
 How :class:`UrlBackend` uses it:
 
-* ``read_into``: a ranged GET to the download URL (cached per key until it
-  expires; fetched again when past ``expires`` or on a 403), pinned with
+* ``read_into``: a ranged GET to the download URL (cached per key and
+  version -- the service's tag the engine passes as ``if_match`` -- until it
+  expires; fetched again when past ``expires`` or on a 403;
+  ``forget_url(key)`` drops it), pinned with
   ``If-Match`` to the vendor's ETag, else to the first ETag a GET of it
   returned; a 412, or an answer with another ETag, raises
   PreconditionFailed (the object changed mid-download), never a mixed file.
@@ -211,6 +216,15 @@ class VendedUpload:
     part_size: int
     done_parts: Mapping[int, str] = field(default_factory=lambda: _NO_PARTS)
     state: object = field(default=None, repr=False, compare=False)
+    #: The service keyed this upload by ``content_md5`` (Synapse does): a part
+    #: it holds is this content's even when ``done_parts`` gives no MD5, so it
+    #: is not sent again.
+    content_pinned: bool = False
+
+    def holds(self, number: int, md5_hex: str) -> bool:
+        """Whether the service already holds part ``number`` with these bytes."""
+        held = self.done_parts.get(number)
+        return held is not None and (held == md5_hex or (held == "" and self.content_pinned))
 
 
 class UrlVendor(abc.ABC):
@@ -420,21 +434,31 @@ class UrlBackend(Backend):
 
     # -- downloads -------------------------------------------------------------
 
-    async def _download(self, key: str, stale: SignedUrl | None = None) -> SignedUrl:
-        """The download URL of ``key``: cached until it is about to expire, or
-        until it was refused (``stale``). One vendor call per key at a time;
-        other keys' calls are not held up by it."""
-        url = self._downloads.get(key)
+    async def _download(self, key: str, version: str, stale: SignedUrl | None = None) -> SignedUrl:
+        """The download URL of ``key`` for ``version`` (key and the service's
+        tag): cached until it is about to expire, or until it was refused
+        (``stale``). One vendor call per version at a time; other keys' calls
+        are not held up by it."""
+        url = self._downloads.get(version)
         if url is not None and url is not stale and not url.expired(self.expiry_margin):
             return url
-        pending = self._fetching.get(key)
+        pending = self._fetching.get(version)
         if pending is None:
             pending = asyncio.ensure_future(self.vendor.download_url(key))
-            self._fetching[key] = pending
-            pending.add_done_callback(lambda _: self._fetching.pop(key, None))
+            self._fetching[version] = pending
+            pending.add_done_callback(lambda _: self._fetching.pop(version, None))
         url = await asyncio.shield(pending)
-        _bounded_put(self._downloads, key, url)
+        _bounded_put(self._downloads, version, url)
         return url
+
+    def forget_url(self, key: str) -> None:
+        """Drop the cached download URLs and ETag pins of ``key`` (every
+        version): e.g. when a ``stat`` finds that the service now serves
+        another version under the same tag."""
+        prefix = f"{key}\0"
+        for cache in (self._downloads, self._pins):
+            for name in [name for name in cache if name.startswith(prefix)]:
+                del cache[name]
 
     async def read_into(
         self,
@@ -452,15 +476,15 @@ class UrlBackend(Backend):
         one seen while reading this version), and the URL fetched again once
         on a 403 or when it is about to expire.
         """
-        url = await self._download(key)
         pin_as = f"{key}\0{if_match or ''}"
+        url = await self._download(key, pin_as)
         try:
             return await read_url_into(
                 self.http, url, offset, buf, whole=whole, key=key,
                 pins=self._pins, pin_as=pin_as, shown=self.url(key),
             )  # fmt: skip
         except PermissionDenied:
-            url = await self._download(key, stale=url)
+            url = await self._download(key, pin_as, stale=url)
             return await read_url_into(
                 self.http, url, offset, buf, whole=whole, key=key,
                 pins=self._pins, pin_as=pin_as, shown=self.url(key),
@@ -483,7 +507,7 @@ class UrlBackend(Backend):
         state = _Upload(vended, 1)
         self._uploads[vended.upload_id] = state
         try:
-            if vended.done_parts.get(1) != md5_hex:
+            if not vended.holds(1, md5_hex):
                 await self._send_part(state, 1, data, md5_hex)
             return await self.vendor.complete(state.vended)
         finally:
@@ -524,7 +548,7 @@ class UrlBackend(Backend):
         """PUT part ``number`` to its vended URL, with Content-MD5; report it."""
         state = self._state(upload)
         md5_hex = await self._md5_hex(data, checksum)
-        if state.vended.done_parts.get(number) == md5_hex:
+        if state.vended.holds(number, md5_hex):
             return CompletedPart(number, md5_hex, len(data))  # the service holds it
         await self._send_part(state, number, data, md5_hex)
         return CompletedPart(number, md5_hex, len(data))
