@@ -481,6 +481,17 @@ def test_upload_through_vended_urls(tmp_path: Path, vendor: Vendor, weed_bucket:
     asyncio.run(download())
     assert (tmp_path / "back").read_bytes() == data
 
+    # A small file: one request's worth, through the same vendor calls.
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"hello vended world\n")
+    vendor.done.clear()
+    result = asyncio.run(_upload(small, weed_bucket, "up/small.txt"))
+    assert result.ok, result.failures
+    assert vendor.requests[-1].content_md5 == hashlib.md5(small.read_bytes()).hexdigest()
+    assert vendor.requests[-1].parts == 1
+    got = vendor.s3.get_object(Bucket=weed_bucket, Key="up/small.txt")["Body"].read()
+    assert got == small.read_bytes()
+
 
 def test_expired_part_urls_are_fetched_again(
     tmp_path: Path, vendor: Vendor, weed_bucket: str
