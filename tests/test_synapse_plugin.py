@@ -187,6 +187,35 @@ def test_settings_follow_synapseclient(tmp_path: Path) -> None:
     assert "from-default" not in shown
 
 
+def test_the_command_takes_transfer_max_threads_unless_a_flag_says_otherwise(
+    service: Any, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synxfer.cli import main as cli
+
+    _write_config(home, service, extra="[transfer]\nmax_threads = 3\n")
+    project = service.create_project("threads")
+    src = tmp_path / "src"
+    _tree(src)
+    made: list[TransferConfig | None] = []
+    real = cli._config
+
+    def record(args: Any) -> TransferConfig | None:
+        made.append(real(args))
+        return made[-1]
+
+    monkeypatch.setattr(cli, "_config", record)
+    assert cli.main(["sync", str(src), f"syn://{project}", "--quiet"]) == 0
+    assert made[-1] is not None
+    assert made[-1].max_threads == 3
+    assert cli.main(["sync", f"syn://{project}", str(tmp_path / "out"), "--quiet"]) == 0
+    assert made[-1] is not None
+    assert made[-1].max_threads == 3
+    flags = ["--quiet", "--max-threads", "5"]
+    assert cli.main(["sync", str(src), f"syn://{project}", *flags]) == 0
+    assert made[-1] is not None
+    assert made[-1].max_threads == 5
+
+
 # -- the round trip ------------------------------------------------------------------
 
 

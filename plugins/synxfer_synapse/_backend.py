@@ -403,6 +403,12 @@ class SynapseBackend(UrlBackend):
             options.extra, "list_concurrency", 8, scheme="syn", low=1, high=64
         )
 
+    @classmethod
+    def transfer_defaults(cls, options: BackendOptions) -> Mapping[str, int]:
+        """``[transfer] max_threads`` of ~/.synapseConfig, as synapseclient takes it."""
+        threads = load_settings(options).max_threads
+        return {} if threads is None else {"max_threads": threads}
+
     def __repr__(self) -> str:
         parts = urllib.parse.urlsplit(self.settings.repo_endpoint)
         return f"<SynapseBackend {self.url()} via {parts.scheme}://{parts.netloc}>"

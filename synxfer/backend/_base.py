@@ -167,6 +167,16 @@ class Backend(abc.ABC):
     ) -> None:
         await self.aclose()
 
+    # -- configuration (optional) ----------------------------------------------
+
+    @classmethod
+    def transfer_defaults(cls, options: BackendOptions) -> Mapping[str, int]:
+        """TransferConfig fields (e.g. ``max_threads``) that this backend's own
+        configuration sets -- a service's config file, read as its own client
+        reads it. The ``synxfer`` command applies them where no flag does; a
+        Python caller passes them to TransferConfig itself. Default: none."""
+        return {}
+
     # -- primitives ----------------------------------------------------------
 
     @abc.abstractmethod

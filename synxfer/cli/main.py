@@ -186,7 +186,33 @@ def _config(args: argparse.Namespace) -> TransferConfig | None:
         # The profile's s3 settings, unless a flag says otherwise (--bwlimit off included).
         for name, value in read_s3_settings(args.profile).items():
             changes.setdefault(name, value)
+    # A backend's own config (syn://: ~/.synapseConfig's [transfer] max_threads),
+    # unless a flag or the aws settings say otherwise.
+    for name, value in _backend_defaults(args).items():
+        changes.setdefault(name, value)
     return TransferConfig(**changes) if changes else None
+
+
+def _backend_defaults(args: argparse.Namespace) -> dict[str, int]:
+    """TransferConfig fields that the backends of the command's URLs set
+    (``Backend.transfer_defaults``), the source's before the destination's."""
+    from ..backend import Backend, BackendOptions, resolve
+
+    values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
+    extra = _backend_options(args)
+    found: dict[str, int] = {}
+    for value in values:
+        scheme, sep, _ = str(value or "").partition("://")
+        scheme = scheme.lower()
+        if not sep or scheme in ("s3", "scp", "file"):
+            continue
+        factory = resolve(scheme)
+        if not (isinstance(factory, type) and issubclass(factory, Backend)):
+            continue
+        options = BackendOptions(extra=extra.get(scheme, {}))
+        for name, setting in factory.transfer_defaults(options).items():
+            found.setdefault(name, setting)
+    return found
 
 
 def _uses_aws_settings(args: argparse.Namespace) -> bool:
