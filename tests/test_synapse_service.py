@@ -206,6 +206,13 @@ def test_synapseclient_stores_a_tree_and_gets_it_back(
     got_empty = third.get(empty.id, downloadLocation=str(tmp_path / "get2"))
     assert Path(got_empty.path).read_bytes() == b""
     assert "501" not in service.stats()
+    # Telemetry stayed off: no SDK tracer provider was installed.
+    from opentelemetry import trace
+
+    assert type(trace.get_tracer_provider()).__name__ in (
+        "ProxyTracerProvider",
+        "NoOpTracerProvider",
+    )
 
 
 def test_a_changed_file_becomes_a_new_version(service: SynapseService, tmp_path: Path) -> None:
@@ -215,7 +222,8 @@ def test_a_changed_file_becomes_a_new_version(service: SynapseService, tmp_path:
     syn = _client(service, tmp_path / "cache")
     path = tmp_path / "data.csv"
     first = _write(path, 2000, seed=1)
-    v1 = File(path=str(path), parent_id=project).store(synapse_client=syn)
+    v1 = File(path=str(path), parent_id=project, annotations={"site": ["a", "b"], "n": [3]})
+    v1 = v1.store(synapse_client=syn)
     # The edit, as another copy of the file: synapseclient's cache keys a
     # path by its mtime in seconds, so a rewrite within the second looks unchanged.
     path = tmp_path / "edited" / "data.csv"
@@ -227,6 +235,7 @@ def test_a_changed_file_becomes_a_new_version(service: SynapseService, tmp_path:
     new = File(id=v1.id, path=str(tmp_path / "new")).get(synapse_client=other)
     assert Path(old.path).read_bytes() == first
     assert Path(new.path).read_bytes() == second
+    assert old.annotations == {"site": ["a", "b"], "n": [3]}
     # Storing the same bytes again makes no new version.
     v2_again = File(path=str(path), parent_id=project).store(synapse_client=syn)
     assert v2_again.version_number == 2
@@ -401,6 +410,51 @@ def test_add_part_checks_the_md5_against_the_stored_part_and_resumes(
     assert restarted["uploadId"] != upload
     assert restarted["partsState"] == "00"
 
+    # The handle becomes a FileEntity; its bytes come back by every route.
+    repo = service.repo_endpoint
+    project = service.create_project(f"raw {uuid.uuid4().hex[:8]}")
+    entity = {
+        "name": request["fileName"],
+        "parentId": project,
+        "concreteType": "org.sagebionetworks.repo.model.FileEntity",
+        "dataFileHandleId": done["resultFileHandleId"],
+    }
+    status, _, created = _http("POST", repo + "/entity", entity)
+    assert status == 200
+    syn_id, handle_id = created["id"], done["resultFileHandleId"]
+    status, _, url = _http("GET", f"{repo}/entity/{syn_id}/file?redirect=false")
+    assert status == 200
+    assert "X-Amz-Expires=" in url
+    for route in (
+        f"{repo}/entity/{syn_id}/file",  # 307 to the pre-signed URL, followed
+        f"{repo}/entity/{syn_id}/version/1/file",
+        f"{files}/file/{handle_id}?fileAssociateType=FileEntity&fileAssociateId={syn_id}",
+    ):
+        with urllib.request.urlopen(_authorized(route), timeout=30) as response:
+            assert response.read() == data, route
+    batch_request = {
+        "includeFileHandles": True,
+        "includePreSignedURLs": True,
+        "requestedFiles": [
+            {"fileHandleId": handle_id, "associateObjectId": syn_id},
+            {"fileHandleId": handle_id, "associateObjectId": project},
+            {"fileHandleId": "999999999", "associateObjectId": syn_id},
+        ],
+    }
+    _, _, answered = _http("POST", files + "/fileHandle/batch", batch_request)
+    ok, foreign, missing = answered["requestedFiles"]
+    assert ok["fileHandle"]["contentMd5"] == _md5(data)
+    with urllib.request.urlopen(ok["preSignedURL"], timeout=30) as response:
+        assert response.read() == data
+    assert (foreign["failureCode"], missing["failureCode"]) == ("UNAUTHORIZED", "NOT_FOUND")
+    assert "preSignedURL" not in foreign
+
+
+def _authorized(url: str) -> urllib.request.Request:
+    request = urllib.request.Request(url)
+    request.add_header("Authorization", f"Bearer {TOKEN}")
+    return request
+
 
 def test_entity_rules_as_synapse_has_them(service: SynapseService) -> None:
     repo = service.repo_endpoint
@@ -459,6 +513,20 @@ def test_a_wrong_token_is_refused_and_no_token_is_logged(
     assert wrong not in caplog.text
 
 
+def test_command_line_refuses_a_missing_bucket(
+    s3: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synxfer_servers.__main__ import main
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3["access_key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3["secret_key"])
+    argv = ["synapse", "--s3", s3["endpoint"], "--bucket", "no-such-bucket"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "bucket 'no-such-bucket' does not exist" in err
+    assert "create it first" in err
+
+
 def test_command_line_service(s3: dict[str, str]) -> None:
     env = {
         **os.environ,
@@ -467,12 +535,6 @@ def test_command_line_service(s3: dict[str, str]) -> None:
     }
     env.pop("AWS_SESSION_TOKEN", None)
     command = [sys.executable, "-m", "synxfer_servers", "synapse", "--s3", s3["endpoint"]]
-    missing = subprocess.run(
-        [*command, "--bucket", "no-such-bucket"], env=env, capture_output=True, text=True
-    )
-    assert missing.returncode == 2
-    assert "no-such-bucket" in missing.stderr
-    assert "Traceback" not in missing.stderr
     proc = subprocess.Popen(
         [*command, "--bucket", s3["bucket"], "--token", TOKEN, "--url-lifetime", "60"],
         env=env,

@@ -146,6 +146,10 @@ class _Upload:
     parts: list[str | None]
     started_on: str
     handle_id: str | None = None
+    #: The size of each added part, as stored.
+    sizes: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Held while completing, so that two completes make one file handle.
+    completing: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     @property
     def parts_state(self) -> str:
@@ -248,7 +252,10 @@ class SynapseService:
         from werkzeug.serving import WSGIRequestHandler, make_server
 
         class QuietHandler(WSGIRequestHandler):
-            """werkzeug's handler without its access log (ours has no token either)."""
+            """werkzeug's handler without its access log (ours has no token either),
+            keeping connections open (HTTP/1.1) as the real service does."""
+
+            protocol_version = "HTTP/1.1"
 
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 pass
@@ -1183,21 +1190,19 @@ class SynapseService:
             self._until_expired(signed_at)
         return {"partPresignedUrls": urls}
 
-    def _stored_parts(self, upload: _Upload) -> dict[int, dict[str, Any]]:
-        parts: dict[int, dict[str, Any]] = {}
-        marker = 0
-        while True:
-            page = self._s3.list_parts(
-                Bucket=self.bucket,
-                Key=upload.key,
-                UploadId=upload.s3_upload_id,
-                PartNumberMarker=marker,
-            )
-            for part in page.get("Parts", []):
-                parts[int(part["PartNumber"])] = part
-            if not page.get("IsTruncated"):
-                return parts
-            marker = int(page["NextPartNumberMarker"])
+    def _stored_part(self, upload: _Upload, number: int) -> dict[str, Any] | None:
+        """Part ``number`` as S3 lists it (one ListParts page of one part)."""
+        page = self._s3.list_parts(
+            Bucket=self.bucket,
+            Key=upload.key,
+            UploadId=upload.s3_upload_id,
+            PartNumberMarker=number - 1,
+            MaxParts=1,
+        )
+        for part in page.get("Parts", []):
+            if int(part["PartNumber"]) == number:
+                return dict(part)
+        return None
 
     def _add_part(self, request: Request, match: re.Match[str]) -> Any:
         number = int(match["part"])
@@ -1217,7 +1222,7 @@ class SynapseService:
             return answer("ADD_FAILED", "partMD5Hex is required: the part's MD5 as 32 hex digits")
         # The part as S3 stored it: its ETag is the MD5 of its bytes (a plain
         # upload, no SSE-KMS), so the claim is checked without reading the part.
-        stored = self._stored_parts(upload).get(number)
+        stored = self._stored_part(upload, number)
         if stored is None:
             return answer("ADD_FAILED", f"Part {number} has not been uploaded to storage")
         etag = str(stored.get("ETag", "")).strip('"').lower()
@@ -1228,11 +1233,19 @@ class SynapseService:
             )
         with self._lock:
             upload.parts[number - 1] = md5
+            upload.sizes[number] = int(stored.get("Size", 0))
         return answer("ADD_SUCCESS")
 
     def _complete(self, request: Request, match: re.Match[str]) -> Any:
         with self._lock:
             upload = self._upload(match["up"])
+        with upload.completing:
+            return self._complete_once(upload)
+
+    def _complete_once(self, upload: _Upload) -> Any:
+        from botocore.exceptions import ClientError
+
+        with self._lock:
             if upload.handle_id is not None:
                 return upload.status(self.user_id)
             missing = [i + 1 for i, md5 in enumerate(upload.parts) if md5 is None]
@@ -1243,24 +1256,30 @@ class SynapseService:
                     f"({len(missing)} in all) have not been added",
                 )
             md5s = list(upload.parts)
-        parts = [{"PartNumber": i, "ETag": f'"{md5}"'} for i, md5 in enumerate(md5s, 1)]
-        self._s3.complete_multipart_upload(
-            Bucket=self.bucket,
-            Key=upload.key,
-            UploadId=upload.s3_upload_id,
-            MultipartUpload={"Parts": parts},
-        )
-        size = int(self._s3.head_object(Bucket=self.bucket, Key=upload.key)["ContentLength"])
+            size = sum(upload.sizes.values())
         declared = int(upload.request["fileSizeBytes"])
         if size != declared:
-            self._s3.delete_object(Bucket=self.bucket, Key=upload.key)
             raise _HttpError(
                 400,
-                f"Upload {upload.id}: the parts hold {size} bytes, fileSizeBytes said {declared}",
+                f"Cannot complete upload {upload.id}: its parts hold {size} bytes, "
+                f"fileSizeBytes said {declared}; upload the parts again (forceRestart=true)",
             )
+        parts = [{"PartNumber": i, "ETag": f'"{md5}"'} for i, md5 in enumerate(md5s, 1)]
+        try:
+            self._s3.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=upload.key,
+                UploadId=upload.s3_upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise _HttpError(
+                400,
+                f"Cannot complete upload {upload.id}: the storage refused it "
+                f"({error.get('Code')}: {error.get('Message')}); upload the parts again",
+            ) from None
         with self._lock:
-            if upload.handle_id is not None:
-                return upload.status(self.user_id)
             handle_id = str(self._next_id)
             self._next_id += 1
             now = _now()
