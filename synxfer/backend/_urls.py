@@ -76,6 +76,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import os
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -369,7 +370,6 @@ class _Upload:
     urls: dict[int, SignedUrl] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     sizes: dict[int, int] = field(default_factory=dict)
-    md5s: dict[int, str] = field(default_factory=dict)
 
 
 class UrlBackend(Backend):
@@ -378,7 +378,7 @@ class UrlBackend(Backend):
 
     A subclass sets ``self.vendor`` (in ``__init__`` or ``open``) and
     implements what only it knows (``stat``, ``list_page``, ``delete``...).
-    The HTTP client is the SDK's :class:`HttpClient`, made in ``open`` from
+    The HTTP client is the SDK's :class:`HttpClient`, made on first use from
     ``options`` (``extra["ca_bundle"]``, else ``AWS_CA_BUNDLE``/``SSL_CERT_FILE``
     through the default TLS context). ``url_batch``: part URLs fetched per
     vendor call.
@@ -415,8 +415,6 @@ class UrlBackend(Backend):
     @property
     def http(self) -> HttpClient:
         if self._http is None:
-            import os
-
             self._http = HttpClient(
                 max_connections=self.options.max_connections,
                 connect_timeout=self.options.connect_timeout,
@@ -604,7 +602,6 @@ class UrlBackend(Backend):
             raise status_error(response, f"PUT of part {number} refused", shown)
         state.urls.pop(number, None)
         state.sizes[number] = len(data)
-        state.md5s[number] = md5_hex
         await self.vendor.part_done(state.vended, number, md5_hex)
 
     async def complete_multipart(
