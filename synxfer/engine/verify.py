@@ -437,6 +437,8 @@ class Sums:
                 f"{url}: the object's {exp.what} covers {exp.parts} parts, "
                 f"but {len(self.plan.segments)} were read"
             )
+        if not exp.value:  # a fingerprint (Vouching.fingerprint): nothing to match
+            raise Mismatch(f"{url}: downloaded data is not verified yet", got)
         if got != exp.value:
             raise Mismatch(
                 f"{url}: downloaded data does not match the object's {exp.what} "
@@ -642,6 +644,11 @@ def _run_value(kind: Kind, src: Source, offset: int, length: int, buf: bytearray
     return ck.to_bytes(kind, crc) if hasher is None else hasher.digest()
 
 
+#: A ranged download's per-range CRC with no value to match (:meth:`Vouching.fingerprint`).
+FINGERPRINT = Expectation("crc32c", b"", None, "")
+_FINGERPRINT_ZLIB = Expectation("crc32", b"", None, "")
+
+
 class Mismatch(IntegrityError):
     """The data does not match the planned claim; ``got`` is what it gave."""
 
@@ -665,6 +672,8 @@ class Vouching:
         self.url = url
         self.seen: list[tuple[bytes, ...]] = []
         self.mismatches: set[bytes] = set()
+        #: Fingerprints of bytes no inferred layout matched.
+        self.unmatched: set[bytes] = set()
         self.note: str | None = None
         #: The note's kind (:class:`~synxfer.FileWarning`).
         self.note_kind = "wrong-checksum"
@@ -714,13 +723,30 @@ class Vouching:
             )
         return ", ".join(names)
 
+    def fingerprint(self) -> Expectation | None:
+        """What a ranged download with nothing planned but inferred layouts
+        to try computes per range: a CRC with no expected value
+        (:data:`FINGERPRINT`), so a unit that comes back the same is
+        confirmed and only the others are fetched again (:meth:`rescue`
+        then tries the layouts); None when there is nothing to try."""
+        if self.planned is not None or not self.others:
+            return None
+        return FINGERPRINT if ck.available(FINGERPRINT.kind) else _FINGERPRINT_ZLIB
+
     def rescue(self, error: IntegrityError, src: Source, size: int, *, settled: bool) -> None:
         """The planned claim did not match ``src``: return when another
         claim does (:attr:`note` names the wrong one), else raise ``error``
         saying what else was tried. ``settled``: the data came back the same
         before; only then are inferred layouts tried (each a pass over the
-        bytes), and the error says what the user can do."""
-        assert self.planned is not None
+        bytes), and the error says what the user can do.
+
+        With nothing planned (a :meth:`fingerprint` was), the inferred
+        layouts are tried (once for the same bytes); none matching, bytes
+        that came back the same (``settled``) land as not verified
+        (:attr:`note` says why), others are fetched again."""
+        if self.planned is None:
+            self._inferred(error, src, size, settled=settled)
+            return
         found, _ = self._match(src, size, inferred=settled)
         if found is not None:
             self.note = (
@@ -738,6 +764,25 @@ class Vouching:
                 "damaged on the server (upload it again from a good copy)"
             )
         raise Mismatch(msg, error.got if isinstance(error, Mismatch) else b"") from None
+
+    def _inferred(self, error: IntegrityError, src: Source, size: int, *, settled: bool) -> None:
+        self.note_kind = "not-verified"
+        got = error.got if isinstance(error, Mismatch) else None
+        if got is None or got not in self.unmatched:
+            found, _ = self._match(src, size, inferred=True)
+            if found is not None:
+                self.verified = True
+                return
+            if got is not None:
+                self.unmatched.add(got)
+        tried = self._tried(inferred=True)
+        if settled:
+            self.note = (
+                f"{self.url}: not verified: the store does not tell its part layout, "
+                f"and {tried} none matched the same bytes fetched twice"
+            )
+            return
+        raise Mismatch(f"{self.url}: downloaded data matches none of {tried}", got or b"")
 
     def unverified(self, src: Source, size: int) -> None:
         """Nothing could be planned: return when an inferred layout's claim
