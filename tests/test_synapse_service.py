@@ -254,7 +254,9 @@ def test_children_come_in_pages(service: SynapseService, tmp_path: Path) -> None
     assert _delta(before, service.stats())["POST /entity/children"] == 2
 
 
-def test_a_throttling_service_is_survived(service: SynapseService, tmp_path: Path) -> None:
+def test_a_throttling_and_failing_service_is_survived(
+    service: SynapseService, tmp_path: Path
+) -> None:
     from synapseclient.models import File
 
     project = service.create_project(f"throttle {uuid.uuid4().hex[:8]}")
@@ -262,9 +264,11 @@ def test_a_throttling_service_is_survived(service: SynapseService, tmp_path: Pat
     path = tmp_path / "t.bin"
     data = _write(path, 5000, seed=3)
     before = service.stats()
-    service.throttle(2, retry_after=1)
+    service.throttle(1, retry_after=1)
+    service.fail(1, status=503)
     stored = File(path=str(path), parent_id=project).store(synapse_client=syn)
-    assert _delta(before, service.stats())["429"] == 2
+    faults = _delta(before, service.stats())
+    assert (faults["429"], faults["503"]) == (1, 1)
     other = _client(service, tmp_path / "cache-2")
     got = File(id=stored.id, path=str(tmp_path / "out")).get(synapse_client=other)
     assert Path(got.path).read_bytes() == data
@@ -279,12 +283,12 @@ def test_throttled_answer_says_when_to_retry(service: SynapseService) -> None:
     assert _http("GET", service.repo_endpoint + "/userProfile")[0] == 200
 
 
-def test_part_urls_that_expire_mid_upload_are_fetched_again(
+def test_urls_that_expire_mid_transfer_are_fetched_again(
     service: SynapseService, tmp_path: Path
 ) -> None:
     """The first batch of part URLs reaches synapseclient expired: SeaweedFS
     answers its PUT 403 'Request has expired', and the client fetches the
-    batch again (once) and finishes."""
+    batch again (once) and finishes. Same for its download URL."""
     from synapseclient.models import File
 
     project = service.create_project(f"expiry {uuid.uuid4().hex[:8]}")
@@ -298,26 +302,42 @@ def test_part_urls_that_expire_mid_upload_are_fetched_again(
     # The second batch was asked for only because S3 refused the first.
     assert uploaded["POST /file/multipart/{up}/presigned/url/batch"] == 2
     other = _client(service, tmp_path / "cache-2")
-    got = File(id=stored.id, path=str(tmp_path / "out")).get(synapse_client=other)
-    assert Path(got.path).read_bytes() == data
-
-
-def test_a_download_url_that_expired_is_fetched_again(
-    service: SynapseService, tmp_path: Path
-) -> None:
-    from synapseclient.models import File
-
-    project = service.create_project(f"dl-expiry {uuid.uuid4().hex[:8]}")
-    syn = _client(service, tmp_path / "cache")
-    path = tmp_path / "small.bin"
-    data = _write(path, 3000, seed=5)
-    stored = File(path=str(path), parent_id=project).store(synapse_client=syn)
-    other = _client(service, tmp_path / "cache-2")
     before = service.stats()
     service.expire_url_batches(1)
     got = File(id=stored.id, path=str(tmp_path / "out")).get(synapse_client=other)
     assert Path(got.path).read_bytes() == data
     assert _delta(before, service.stats())["POST /fileHandle/batch"] >= 2
+
+
+def test_a_rejected_part_is_sent_again_and_a_denied_entity_is_refused(
+    service: SynapseService, tmp_path: Path
+) -> None:
+    from synapseclient.core.exceptions import SynapseHTTPError
+    from synapseclient.models import File
+
+    project = service.create_project(f"reject {uuid.uuid4().hex[:8]}")
+    syn = _client(service, tmp_path / "cache")
+    path = tmp_path / "r.bin"
+    _write(path, 4000, seed=7)
+    before = service.stats()
+    service.reject_parts(1)
+    stored = File(path=str(path), parent_id=project).store(synapse_client=syn)
+    # synapseclient restarts the upload after an ADD_FAILED part.
+    sent = _delta(before, service.stats())
+    assert sent["PUT /file/multipart/{up}/add/{part}"] == 2
+    assert sent["PUT /file/multipart/{up}/complete"] == 1
+    service.deny(project)
+    other = _client(service, tmp_path / "cache-2")
+    with pytest.raises(SynapseHTTPError, match=rf"403.*{stored.id}"):
+        File(id=stored.id, path=str(tmp_path / "out")).get(synapse_client=other)
+    request = {
+        "requestedFiles": [
+            {"fileHandleId": stored.data_file_handle_id, "associateObjectId": stored.id}
+        ],
+        "includePreSignedURLs": True,
+    }
+    _, _, answered = _http("POST", service.file_endpoint + "/fileHandle/batch", request)
+    assert answered["requestedFiles"][0]["failureCode"] == "UNAUTHORIZED"
 
 
 def test_an_unknown_route_answers_501_naming_it(service: SynapseService, tmp_path: Path) -> None:

@@ -218,6 +218,10 @@ class SynapseService:
         self._throttle_left = 0
         self._retry_after = 1
         self._expire_left = 0
+        self._fail_left = 0
+        self._fail_status = 503
+        self._reject_left = 0
+        self._denied: set[int] = set()
         self._next_id = 1000
         self._entities: dict[int, _Entity] = {}
         self._handles: dict[str, dict[str, Any]] = {}
@@ -309,6 +313,25 @@ class SynapseService:
         with self._lock:
             self._throttle_left = n_requests
             self._retry_after = retry_after
+
+    def fail(self, n_requests: int, status: int = 503) -> None:
+        """The next ``n_requests`` requests (after any throttled ones) answer
+        ``status`` (a 5xx, as a service in trouble does)."""
+        with self._lock:
+            self._fail_left = n_requests
+            self._fail_status = status
+
+    def reject_parts(self, n_parts: int = 1) -> None:
+        """The next ``n_parts`` add-part calls answer ``ADD_FAILED`` (as when the
+        stored part does not match its MD5), whatever was stored."""
+        with self._lock:
+            self._reject_left = n_parts
+
+    def deny(self, entity_id: str) -> None:
+        """The user loses every permission on ``entity_id`` and all under it:
+        requests about them answer 403, file handle batches ``UNAUTHORIZED``."""
+        with self._lock:
+            self._denied.add(_syn_id(entity_id))
 
     def expire_url_batches(self, n_answers: int = 1) -> None:
         """The next ``n_answers`` answers that carry pre-signed URLs (a batch
@@ -428,6 +451,10 @@ class SynapseService:
                         "Too many requests: the service is throttling (test setting)",
                         {"Retry-After": str(self._retry_after)},
                     )
+                if self._fail_left > 0:
+                    self._fail_left -= 1
+                    self._stats[str(self._fail_status)] += 1
+                    raise _HttpError(self._fail_status, "The service is unavailable (test setting)")
             route, match = self._route(request)
             self._authenticate(request)
             with self._lock:
@@ -606,7 +633,23 @@ class SynapseService:
             raise _HttpError(
                 404, f"The resource you are attempting to access cannot be found: {value}"
             )
+        if self._is_denied(entity):
+            raise _HttpError(
+                403,
+                f"You do not have READ permission for the requested entity, {entity.syn}.",
+            )
         return entity
+
+    def _is_denied(self, entity: _Entity) -> bool:
+        """Whether deny() took the user's permissions on ``entity`` (or above it)."""
+        if not self._denied:
+            return False
+        current: _Entity | None = entity
+        while current is not None:
+            if current.id in self._denied:
+                return True
+            current = self._entities.get(current.parent)
+        return False
 
     def _version_of(self, entity: _Entity, match: re.Match[str]) -> int:
         version = match.groupdict().get("v")
@@ -806,6 +849,7 @@ class SynapseService:
             entity = self._entities.get(_syn_id(match["id"]))
             if entity is None:
                 return None  # Synapse: deleting a missing entity is not an error
+            self._entity(match["id"])  # 403 when denied
             doomed = {entity.id}
             grew = True
             while grew:
@@ -858,7 +902,7 @@ class SynapseService:
         body = self._json(request)
         name = body.get("entityName")
         with self._lock:
-            parent = ROOT_ID if not body.get("parentId") else _syn_id(body["parentId"])
+            parent = ROOT_ID if not body.get("parentId") else self._entity(body["parentId"]).id
             for entity in self._entities.values():
                 if entity.parent == parent and entity.name == name:
                     return {"id": entity.syn}
@@ -1220,6 +1264,15 @@ class SynapseService:
 
         if not re.fullmatch(r"[0-9a-f]{32}", md5):
             return answer("ADD_FAILED", "partMD5Hex is required: the part's MD5 as 32 hex digits")
+        with self._lock:
+            rejected = self._reject_left > 0
+            self._reject_left -= rejected
+        if rejected:
+            return answer(
+                "ADD_FAILED",
+                f"The MD5 of part {number} as stored does not match partMD5Hex ({md5}) "
+                "(test setting)",
+            )
         # The part as S3 stored it: its ETag is the MD5 of its bytes (a plain
         # upload, no SSE-KMS), so the claim is checked without reading the part.
         stored = self._stored_part(upload, number)
@@ -1326,6 +1379,8 @@ class SynapseService:
             return "UNAUTHORIZED"
         if entity is None:
             return "NOT_FOUND"
+        if self._is_denied(entity):
+            return "UNAUTHORIZED"
         if any(str(b.get("dataFileHandleId")) == handle_id for b in entity.versions.values()):
             return None
         return "UNAUTHORIZED"
