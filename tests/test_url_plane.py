@@ -163,6 +163,56 @@ def test_cp_http_object_replaced_mid_download_fails_clearly(
         assert not dest.exists()
 
 
+@pytest.fixture
+def plain_http_server(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """Python's stock http.server: HEAD works, Range is ignored (every GET
+    answers 200 with the whole file)."""
+    import functools
+    import http.server
+
+    root = tmp_path / "plain"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    class QuietServer(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that hangs up mid-body (as the probe does) is no news
+
+    handler = functools.partial(Quiet, directory=str(root))
+    server = QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_a_server_that_ignores_range(
+    tmp_path: Path, plain_http_server: tuple[Path, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, port = plain_http_server
+    data = _data(17 * MiB, seed=12)
+    (root / "big.bin").write_bytes(data)
+    url = f"http://127.0.0.1:{port}/big.bin"
+    dest = tmp_path / "out.bin"
+    # In parts it cannot be fetched: said so, before any part is received whole.
+    assert cli_main(["cp", "--part-size", "5MiB", url, str(dest)]) != 0
+    err = capsys.readouterr().err
+    assert "ignores Range" in err
+    assert "--part-size" in err
+    assert "Traceback" not in err
+    assert not dest.exists()
+    # In one GET it can.
+    assert cli_main(["cp", "--part-size", "16MiB", url, str(dest)]) == 0
+    assert dest.read_bytes() == data
+
+
 def test_https_needs_a_trusted_ca(
     tmp_path: Path,
     tls_files: tuple[Path, Path],

@@ -11,6 +11,7 @@ from synxfer.backend import (
     Backend,
     BackendError,
     BackendOptions,
+    BodyTooLarge,
     Capabilities,
     Checksum,
     CompletedPart,
@@ -63,6 +64,8 @@ class HttpBackend(Backend):
         #: What stat learned per key: (strong ETag or None, Last-Modified or None).
         self._pins: dict[str, str] = {}
         self._dates: dict[str, str] = {}
+        #: Keys whose server answered a ranged GET with the whole object.
+        self._no_ranges: set[str] = set()
 
     def url(self, key: str = "") -> str:
         """The URL of ``key``, its query (a signature, often) hidden."""
@@ -139,7 +142,26 @@ class HttpBackend(Backend):
             content_type=h.get("content-type"),
             checksums=checksums_from_headers(h),
         )
+        # No promise of ranges: ask for one byte and see (http.server, for
+        # one, answers every GET with the whole file).
+        promised = "bytes" in h.get("accept-ranges", "").lower()
+        if not promised and info.size > 1 and not await self._answers_ranges(signed, shown):
+            self._no_ranges.add(key)
         return self._learn(key, info, modified)
+
+    async def _answers_ranges(self, signed: SignedUrl, shown: str) -> bool:
+        """Whether a ``Range: bytes=0-0`` GET comes back as a 206 (the whole
+        body of any other answer is never received: it overflows one byte)."""
+        scheme, host, port, target = signed.address()
+        headers = {"host": signed.host_header(), "range": "bytes=0-0"}
+        try:
+            response = await self.http.request(
+                "GET", scheme, host, port, target, headers, sink=memoryview(bytearray(1)),
+                label=shown,
+            )  # fmt: skip
+        except BodyTooLarge:
+            return False
+        return response.status == 206
 
     def _learn(self, key: str, info: ObjectInfo, modified: str | None) -> ObjectInfo:
         if info.etag:
@@ -159,6 +181,13 @@ class HttpBackend(Backend):
     ) -> ObjectInfo:
         """A ranged GET into ``buf``, pinned to the ETag (``If-Match``) or,
         without one, to the Last-Modified date stat saw (``If-Range``)."""
+        if key in self._no_ranges and not (whole and offset == 0):
+            raise BackendError(
+                f"{self.url(key)}: the server ignores Range requests (it answers a ranged "
+                "GET with the whole object), so it cannot be fetched in parts; raise "
+                "--part-size above half the object's size to fetch it in one GET",
+                url=self.url(key),
+            )
         pin = if_match or self._pins.get(key)
         return await read_url_into(
             self.http,
