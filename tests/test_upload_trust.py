@@ -266,6 +266,42 @@ async def test_a_refused_abort_keeps_the_journal_entry_for_the_rerun(
     assert Journal(tmp_path / "state").upload_get(dest) is None
 
 
+async def test_an_abandoned_upload_is_forgotten_only_once_aborted(
+    stock_moto: Any, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A journaled upload whose file is gone is aborted by the next sync of
+    its prefix; while the abort is refused, its entry stays (to be aborted by
+    a later run), instead of being dropped with the upload left behind."""
+    url = stock_moto.endpoint_url
+    boto3.client("s3", endpoint_url=url).create_bucket(Bucket="abandoned")
+    src = make_tree({"big.bin": 2 * PART + 1, "small": 10})
+    config = SMALL.evolve(state_dir=str(tmp_path / "state"), max_threads=1)
+    dest = "s3://abandoned/p/big.bin"
+
+    def part_two(req: Any) -> bool:  # the first run fails at part 2, its abort too
+        return req.query.get("partNumber") == "2" or req.op == "abort_multipart"
+
+    async with FaultProxy(
+        url, rate=1.0, faults={Fault.ACCESS_DENIED: 1.0}, match=part_two, seed=SEED
+    ) as proxy:
+        async with synxfer.Client(config, endpoint_url=proxy.url) as c:
+            assert not (await c.sync_to(src, "s3://abandoned/p")).ok
+            (src / "big.bin").unlink()  # the user gave up on that file
+            assert (await c.sync_to(src, "s3://abandoned/p")).ok
+        assert Journal(tmp_path / "state").upload_get(dest) is not None
+        assert len(_uploads_at(url, "abandoned")) == 1
+        proxy.configure(rate=0.0)
+        async with synxfer.Client(config, endpoint_url=proxy.url) as c:
+            assert (await c.sync_to(src, "s3://abandoned/p")).ok
+    assert Journal(tmp_path / "state").upload_get(dest) is None
+    assert _uploads_at(url, "abandoned") == []
+
+
+def _uploads_at(url: str, bucket: str) -> list[Any]:
+    s3 = boto3.client("s3", endpoint_url=url)
+    return list(s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
+
+
 # -- TEMPORARY until tests/conftest.py has s3_world -------------------------------------
 
 

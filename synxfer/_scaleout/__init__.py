@@ -19,7 +19,6 @@ run only after every shard finished.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import pickle
 from collections.abc import Iterable, Sequence
@@ -143,17 +142,10 @@ async def run_items(
 
 
 async def _abort_abandoned(engine: Engine, op: TreeOp, wanted: set[str]) -> None:
-    from .._models import MultipartUpload
+    from ..engine.upload import abort_abandoned_uploads
 
     backend, prefix = op.dst.remote()
-    for dest, upload_id in await engine.journal.uploads_under(backend.url(prefix)):
-        if dest in wanted:
-            continue
-        key = dest[len(backend.url("")) :]
-        with contextlib.suppress(Exception):
-            await backend.abort_multipart(MultipartUpload(key, upload_id))
-        await engine.journal.upload_done(dest)
-        log.info("aborted the abandoned multipart upload of %s", dest)
+    await abort_abandoned_uploads(engine, backend, prefix, wanted)
 
 
 # --------------------------------------------------------------------------- the driver

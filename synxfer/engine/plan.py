@@ -6,7 +6,6 @@ The comparison rules (``aws s3 sync``'s, with stored mtimes) are in
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,13 +13,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .._exceptions import UnsafePathError
-from .._models import Action, MultipartUpload, ObjectInfo
+from .._models import Action, ObjectInfo
 from ..backend import Backend
 from .compare import SKIP, Check, Compare, decide, decide_copy
 from .core import Engine, Job, Run
 from .filters import Filters
 from .jobs import CopyJob, DeleteLocalJob, DeleteRemoteJob, DownloadJob, UploadJob
 from .localtree import LocalEntry, WalkProblem, safe_join, walk
+from .upload import abort_abandoned_uploads
 
 __all__ = [
     "DELETE_BATCH",
@@ -154,19 +154,9 @@ async def plan_upload(
 async def _abort_abandoned_uploads(
     engine: Engine, backend: Backend, prefix: str, wanted: set[str]
 ) -> None:
-    """Abort journaled uploads under ``prefix`` that this run will not resume.
-
-    They belong to files since deleted, excluded or already in place; left
-    alone they would hold storage on the server forever.
-    """
-    for dest, upload_id in await engine.journal.uploads_under(backend.url(prefix)):
-        if dest in wanted:
-            continue
-        key = dest[len(backend.url("")) :]
-        with contextlib.suppress(Exception):
-            await backend.abort_multipart(MultipartUpload(key, upload_id))
-        await engine.journal.upload_done(dest)
-        log.info("aborted the abandoned multipart upload of %s", dest)
+    """Abort journaled uploads under ``prefix`` that this run will not resume
+    (:func:`.upload.abort_abandoned_uploads`: an entry goes with its upload)."""
+    await abort_abandoned_uploads(engine, backend, prefix, wanted)
 
 
 async def plan_download(

@@ -28,7 +28,7 @@ from .parts import Part, checksum_of, etag_parts, plan_part_size, split
 from .prehash import PrePass, prehash_file, with_digests
 from .scheduler import Lease
 
-__all__ = ["abort_upload", "upload_path"]
+__all__ = ["abort_abandoned_uploads", "abort_upload", "upload_path"]
 
 log = logging.getLogger("synxfer")
 
@@ -356,3 +356,20 @@ async def abort_upload(backend: Backend, upload: MultipartUpload) -> bool:
             raise
         return False
     return True
+
+
+async def abort_abandoned_uploads(
+    engine: Engine, backend: Backend, prefix: str, wanted: set[str]
+) -> None:
+    """Abort the journaled uploads under ``prefix`` that this run will not
+    resume (their files were deleted, excluded or are in place already):
+    left alone they would hold storage on the server for ever. An entry is
+    forgotten once its upload is gone; one whose abort failed stays, to be
+    tried again (or resumed) by the next run."""
+    for dest, upload_id in await engine.journal.uploads_under(backend.url(prefix)):
+        if dest in wanted:
+            continue
+        key = dest[len(backend.url("")) :]
+        if await abort_upload(backend, MultipartUpload(key, upload_id)):
+            await engine.journal.upload_done(dest)
+            log.info("aborted the abandoned multipart upload of %s", dest)
