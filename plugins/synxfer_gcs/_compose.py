@@ -162,14 +162,16 @@ class Composer:
         try:
             manifest = json.loads(data)
             key = manifest["key"]
+            # Any: WriteOptions has non-string fields too (digests).
+            given: dict[str, Any] = {
+                field: str(manifest[name])
+                for field, name in OPTION_FIELDS.items()
+                if manifest.get(name) is not None
+            }
             options = WriteOptions(
                 metadata={str(k): str(v) for k, v in manifest["metadata"].items()},
                 content_type=str(manifest["contentType"]),
-                **{
-                    field: str(manifest[name])
-                    for field, name in OPTION_FIELDS.items()
-                    if manifest.get(name) is not None
-                },
+                **given,
             )
         except (ValueError, KeyError, TypeError, AttributeError, ConfigError) as exc:
             raise BackendError(
