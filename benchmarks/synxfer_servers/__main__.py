@@ -10,7 +10,10 @@ is gone when the server stops.
 ``s3-stock`` is the same, with moto as ``pip install "moto[server]"`` ships
 it (no checksum verification, no optional ``crc32c`` package: CRC32 values
 reported as ``ChecksumCRC32C``); ``ceph`` runs Ceph RGW on a one-node
-cluster (``synxfer_servers.ceph``).
+cluster (``synxfer_servers.ceph``); ``synapse --s3 URL --bucket B [--token T]
+[--url-lifetime S]`` the local Synapse-style REST service in front of an S3
+server (``synxfer_servers.synapse``), printing the three endpoints for the
+``[endpoints]`` section of ``~/.synapseConfig``.
 """
 
 from __future__ import annotations
