@@ -126,7 +126,7 @@ class CephRgw(ChildProcess):
         *,
         port: int = 0,
         startup_timeout: float = 120.0,
-        stop_timeout: float = 10.0,
+        stop_timeout: float = 3.0,
         memstore_bytes: int = 2 << 30,
     ) -> None:
         self.workdir = Path(workdir)
