@@ -5,8 +5,8 @@ downloads the quick matrix (100x1MiB, 10x10MiB, 1x64MiB) through a moto S3
 server started in a subprocess, verifies every transfer, and prints a table.
 
 ``synxfer-bench run --scenario NAME`` reproduces a published matrix
-(``speed``, ``synapse-upload``, ``synapse-download``, ``awscli``,
-``s5cmd``, ``skyplane``, ``cross-cloud``) against a target (``embedded``
+(``speed``, ``synapse-upload``, ``synapse-download``, ``synapse-path``,
+``awscli``, ``s5cmd``, ``skyplane``, ``cross-cloud``) against a target (``embedded``
 moto, a local ``seaweedfs``, or a real URL) with synxfer and its peers
 side by side, and writes a table, JSON, Markdown and PNG charts.
 ``setup-peers`` installs the peers into their own virtual environment;
@@ -172,7 +172,8 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
         "--target",
         metavar="TARGET",
         help=(
-            "embedded (moto on 127.0.0.1), seaweedfs (started on 127.0.0.1), "
+            "embedded (moto on 127.0.0.1), seaweedfs (started on 127.0.0.1), synapse "
+            "(SeaweedFS behind the local Synapse-style service, for synapse-path), "
             "or a URL like s3://bucket/prefix (credentials from the usual chains); "
             "default: the scenario's (seaweedfs for speed), else embedded"
         ),
@@ -491,8 +492,13 @@ def _scenario_rows(args: argparse.Namespace) -> tuple[Scenario, float, bool]:
 
 
 def _tool_names(args: argparse.Namespace, parser: Parser, scenario: Scenario | None) -> list[str]:
+    from .synapse_path import SYNAPSE_TOOLS
     from .tools import ALL_TOOLS, KNOWN_TOOLS
 
+    every: tuple[str, ...] = ALL_TOOLS
+    known: tuple[str, ...] = KNOWN_TOOLS
+    if _target_spec(args) == "synapse":
+        every = known = tuple(SYNAPSE_TOOLS)  # the synapse path's own columns
     default = "synxfer"
     if args.scenario and scenario is not None:
         default = ",".join(scenario.tools) if scenario.tools else "all"
@@ -501,9 +507,9 @@ def _tool_names(args: argparse.Namespace, parser: Parser, scenario: Scenario | N
     for item in (x.strip() for x in spec.split(",")):
         if not item:
             continue
-        for name in ALL_TOOLS if item == "all" else (item,):
-            if name not in KNOWN_TOOLS:
-                parser.error(f"unknown tool {name!r} (known: {', '.join(KNOWN_TOOLS)}, or all)")
+        for name in every if item == "all" else (item,):
+            if name not in known:
+                parser.error(f"unknown tool {name!r} (known: {', '.join(known)}, or all)")
             if name not in names:
                 names.append(name)
     if not names:
@@ -551,6 +557,7 @@ def _disk_refusal(needed: int, parts: dict[str, int], args: argparse.Namespace) 
 def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -> int:
     from .matrix import RunPlan, disk_needed, free_bytes, run_matrix
     from .report import Prices, ScenarioReport
+    from .synapse_path import SynapsePathTarget, make_synapse_tools
     from .targets import make_target
     from .tools import Peers, make_tools
 
@@ -592,7 +599,10 @@ def _run_matrix(args: argparse.Namespace, parser: Parser, argv: Sequence[str]) -
         _log(f"synxfer-bench: error: {refusal}")
         return 2
     peers = Peers.load(peers_venv)
-    tools = make_tools(names, peers, tuned_options=_tuning(args))
+    if isinstance(target, SynapsePathTarget):
+        tools = make_synapse_tools(names, peers)
+    else:
+        tools = make_tools(names, peers, tuned_options=_tuning(args))
     total = sum(r.total_bytes for r in plan.rows)
     _log(
         f"synxfer-bench: {scenario.name} x{scale:g} on {target_spec}: {len(plan.rows)} rows, "

@@ -184,6 +184,8 @@ class Sample:
     #: Bytes the objects take on the target as listed after the run (the compressed
     #: size for a compressing tool): what crossed the wire. None: not listed.
     stored_bytes: int | None = None
+    #: What the target counted during the run (:meth:`Target.counters`, after - before).
+    counters: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -212,6 +214,7 @@ class Sample:
             "moved_files": self.moved_files,
             "moved_bytes": self.moved_bytes,
             "stored_bytes": self.stored_bytes,
+            "counters": {k: round(v, 4) for k, v in self.counters.items()},
         }
 
 
@@ -242,6 +245,8 @@ SYNC_ROUNDS = ("sync", "resync", "resync2")
 
 
 def _directions(scenario: Scenario, row: Row) -> tuple[str, ...]:
+    if row.directions:
+        return row.directions
     if row.case == "periodic-sync":
         return SYNC_ROUNDS
     if row.case == "copy":
@@ -489,6 +494,7 @@ class _Runner:
         rounds = direction in SYNC_ROUNDS
         if rounds and direction != "sync":
             self._settle(op.prefix)
+        c0 = self.target.counters()
         s0 = self.target.server_cpu()
         sample.start = self.timeline.elapsed
         stats = run_measured(
@@ -498,6 +504,8 @@ class _Runner:
         sample.end = self.timeline.elapsed
         self.timeline.label = ""
         s1 = self.target.server_cpu()
+        c1 = self.target.counters()
+        sample.counters = {k: c1[k] - c0[k] for k in c1 if k in c0}
         sample.seconds = stats.seconds
         sample.cpu_user, sample.cpu_system = stats.cpu_user, stats.cpu_system
         sample.peak_rss = stats.peak_rss
@@ -904,6 +912,11 @@ def summarize(
             if moved:
                 m.moved_files = round(statistics.median(s.moved_files or 0 for s in moved))
                 m.moved_bytes = round(statistics.median(s.moved_bytes or 0 for s in moved))
+            names = {k for s in good for k in s.counters}
+            m.counters = {
+                k: statistics.median(s.counters[k] for s in good if k in s.counters)
+                for k in sorted(names)
+            }
         bad = [s for s in runs if not s.ok]
         full = [s for s in bad if s.disk_full]
         if full:
@@ -971,6 +984,7 @@ def load_result(data: dict[str, Any]) -> MatrixResult:
         m.peak_rss = d.get("peak_rss")
         m.moved_files = d.get("moved_files")
         m.moved_bytes = d.get("moved_bytes")
+        m.counters = {str(k): float(v) for k, v in (d.get("counters") or {}).items()}
         result.measurements.append(m)
     sizes = {(m.row, m.direction): (m.files, m.bytes) for m in result.measurements}
     for d in data.get("samples", []):
@@ -1001,6 +1015,7 @@ def load_result(data: dict[str, Any]) -> MatrixResult:
         sample.moved_files = d.get("moved_files")
         sample.moved_bytes = d.get("moved_bytes")
         sample.stored_bytes = d.get("stored_bytes")
+        sample.counters = {str(k): float(v) for k, v in (d.get("counters") or {}).items()}
         result.samples.append(sample)
     for d in data.get("timeline", []):
         result.timeline.append(

@@ -765,6 +765,10 @@ class ScenarioReport:
             ]
         lines += self._rounds_section()
         lines += self._seed_section()
+        if plan.scenario.name == "synapse-path":
+            from .synapse_path import report_lines
+
+            lines += report_lines(self)
         groups = thread_counts(r.measurements)
         if groups != [None]:
             lines += [

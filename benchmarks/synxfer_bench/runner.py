@@ -284,6 +284,9 @@ class Measurement:
     #: Sync rounds: objects the round (re)wrote and their bytes (median; None: not measured).
     moved_files: int | None = None
     moved_bytes: int | None = None
+    #: What the target counted during the runs (median per counter): the synapse-path
+    #: target's service requests and CPU, the store's requests (:meth:`Target.counters`).
+    counters: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -327,6 +330,7 @@ class Measurement:
             "label": self.label or self.row,
             "moved_files": self.moved_files,
             "moved_bytes": self.moved_bytes,
+            "counters": {k: round(v, 4) for k, v in self.counters.items()},
         }
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "SMALL_FILE",
     "SMALL_ROW_BUDGET",
     "SPEED",
+    "SYNAPSE_PATH",
     "Row",
     "Scenario",
     "format_size",
@@ -107,6 +108,9 @@ class Row:
     copy_to: str = ""
     #: Bytes of the published row, once :meth:`shrunk` (0: not shrunk).
     published_bytes: int = 0
+    #: The directions this row measures, when not the scenario's (synapse-path: the
+    #: upload table's rows go up only, the download table's up and down).
+    directions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.data not in DATA_KINDS:
@@ -341,6 +345,48 @@ SYNAPSE_DOWNLOAD = Scenario(
     source="Synapse Python client docs, 'Benchmarking' (download of N files of size S)",
 )
 
+_UP = ("upload",)
+_UP_DOWN = ("upload", "download")
+
+#: Seed 002 the way it was measured (issue 35): the upload table's rows go up, the
+#: download table's rows (10x10GiB and 10x100MiB are in both) up, then down, through
+#: the local Synapse-style service (pre-signed URLs to SeaweedFS), synapseclient's own
+#: interfaces beside synxfer's syn://, and aws s3 sync / s5cmd straight to the bucket.
+SYNAPSE_PATH = Scenario(
+    "synapse-path",
+    (
+        replace(Row.of(10, 10 * GiB), directions=_UP_DOWN),
+        replace(Row.of(1, 10 * GiB), directions=_UP),
+        replace(Row.of(10, GiB), directions=_UP),
+        replace(Row.of(100, 100 * MiB), directions=_UP),
+        replace(Row.of(10, 100 * MiB), directions=_UP_DOWN),
+        replace(Row.of(100, 10 * MiB), directions=_UP),
+        replace(Row.of(1000, MiB), directions=_UP),
+        Row("25x40KiB", 25, 40 * KiB, directions=_UP_DOWN),
+        Row("775x12.9KiB", 775, 13210, published="775x12.9KiB", directions=_UP_DOWN),
+    ),
+    default_scale=0.01,
+    description=(
+        "seed 002 through the Synapse-style path: the Synapse Python client's upload and "
+        "download tables through a local Synapse-style REST service that vends pre-signed "
+        "URLs to SeaweedFS, synapseclient's own interfaces (OOP models, synapseutils, "
+        "syn.store / syn.get) beside synxfer's syn://, and aws s3 sync and s5cmd straight "
+        "to the bucket"
+    ),
+    source="Synapse Python client docs, 'Benchmarking' (05/10/2024 upload, 12/12/2023 and "
+    "07/02/2024 download, 12/06/2023 upload thread study)",
+    notes=(
+        "synapseclient's columns and synxfer go through the service (no storage credentials "
+        "in their environment); 'S3 Sync CLI' (aws s3 sync) and s5cmd go straight to the "
+        "service's bucket with its keys",
+        "a fresh service (empty, a new Project) for every tool's run of a row: the service "
+        "keeps a finished upload under its request, as Synapse does, and would hand the "
+        "next tool the same file handle without a byte moved",
+    ),
+    tools=("synapse-oop", "synapseutils", "synapse-store", "synxfer", "aws", "s5cmd"),
+    target="synapse",
+)
+
 #: awscli's mixed set: sizes 512 KiB .. 256 MiB, each class half as many
 #: files as the one below, 4 GiB per class: 16 x (1 + 2 + ... + 512) = 16,368 files.
 _AWSCLI_MIXED = tuple((8192 >> i, (512 * KiB) << i) for i in range(10))
@@ -477,6 +523,7 @@ SCENARIOS: dict[str, Scenario] = {
         SPEED,
         SYNAPSE_UPLOAD,
         SYNAPSE_DOWNLOAD,
+        SYNAPSE_PATH,
         AWSCLI,
         S5CMD,
         SKYPLANE,

@@ -124,6 +124,14 @@ class Target(abc.ABC):
             return None
         return tree_cpu_seconds(self.server_pid)
 
+    def counters(self) -> dict[str, float]:
+        """Running totals the target can read (requests, CPU seconds of its services).
+
+        The matrix records each one's growth during every run
+        (:attr:`Sample.counters`); most targets count nothing.
+        """
+        return {}
+
     def describe(self) -> dict[str, object]:
         """For the report: what the target is (never credentials)."""
         return {"name": self.name, "scheme": self.scheme, "local": self.local}
@@ -612,8 +620,13 @@ def make_target(
         return EmbeddedTarget()
     if spec == "seaweedfs":
         return SeaweedTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
+    if spec == "synapse":
+        from .synapse_path import SynapsePathTarget
+
+        return SynapsePathTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
     if "://" in spec:
         return UrlTarget(spec, endpoint_url=endpoint_url)
     raise BenchError(
-        f"unknown target {spec!r}: use embedded, seaweedfs or a URL like s3://bucket/p"
+        f"unknown target {spec!r}: use embedded, seaweedfs, synapse (SeaweedFS behind the "
+        "local Synapse-style service) or a URL like s3://bucket/p"
     )
