@@ -224,6 +224,8 @@ class SynapseService:
         self._denied: set[int] = set()
         self._next_id = 1000
         self._entities: dict[int, _Entity] = {}
+        #: parent id -> {child name: child id}: lookups and listings without a scan.
+        self._names: dict[int, dict[str, int]] = {}
         self._handles: dict[str, dict[str, Any]] = {}
         self._uploads: dict[str, _Upload] = {}
         self._upload_by_request: dict[str, str] = {}
@@ -706,13 +708,10 @@ class SynapseService:
             name = handle["fileName"] if handle else None
         if not isinstance(name, str) or not _NAME.match(name):
             raise _HttpError(400, f"Invalid entity name {name!r}. {_NAME_RULE}")
-        for other in self._entities.values():
-            if other.parent == parent and other.name == name:
-                raise _HttpError(
-                    409,
-                    f"An entity with the name: {name} already exists with a parentId: "
-                    f"{'syn' + str(parent) if parent != ROOT_ID else 'syn' + str(ROOT_ID)}",
-                )
+        if name in self._names.get(parent, {}):
+            raise _HttpError(
+                409, f"An entity with the name: {name} already exists with a parentId: syn{parent}"
+            )
         if kind == "file":
             self._check_handle(request.get("dataFileHandleId"))
         entity_id = self._next_id
@@ -737,6 +736,7 @@ class SynapseService:
             )
         entity = _Entity(entity_id, kind, parent, {1: body}, {1: {}})
         self._entities[entity_id] = entity
+        self._names.setdefault(parent, {})[name] = entity_id
         return entity
 
     def _check_handle(self, handle_id: Any) -> dict[str, Any]:
@@ -804,13 +804,11 @@ class SynapseService:
             parent = entity.parent
             if entity.kind != "project" and body.get("parentId"):
                 parent = self._entity(body["parentId"]).id
-            for other in self._entities.values():
-                if other is not entity and other.parent == parent and other.name == name:
-                    raise _HttpError(
-                        409,
-                        f"An entity with the name: {name} already exists with a parentId: "
-                        f"syn{parent}",
-                    )
+            if self._names.get(parent, {}).get(name, entity.id) != entity.id:
+                raise _HttpError(
+                    409,
+                    f"An entity with the name: {name} already exists with a parentId: syn{parent}",
+                )
             updated = {k: v for k, v in body.items() if v is not None}
             for field in ("id", "createdOn", "createdBy", "versionNumber", "isLatestVersion"):
                 if field in current:
@@ -841,6 +839,8 @@ class SynapseService:
                     entity.versions[entity.current] = updated
             else:
                 entity.versions[entity.current] = updated
+            del self._names[entity.parent][current["name"]]
+            self._names.setdefault(parent, {})[name] = entity.id
             entity.parent = parent
             return self._entity_json(entity)
 
@@ -850,14 +850,12 @@ class SynapseService:
             if entity is None:
                 return None  # Synapse: deleting a missing entity is not an error
             self._entity(match["id"])  # 403 when denied
-            doomed = {entity.id}
-            grew = True
-            while grew:
-                more = {e.id for e in self._entities.values() if e.parent in doomed} - doomed
-                grew = bool(more)
-                doomed |= more
-            for entity_id in doomed:
+            del self._names[entity.parent][entity.name]
+            doomed = [entity.id]
+            while doomed:
+                entity_id = doomed.pop()
                 del self._entities[entity_id]
+                doomed.extend(self._names.pop(entity_id, {}).values())
         return None
 
     def _delete_version(self, request: Request, match: re.Match[str]) -> Any:
@@ -903,9 +901,9 @@ class SynapseService:
         name = body.get("entityName")
         with self._lock:
             parent = ROOT_ID if not body.get("parentId") else self._entity(body["parentId"]).id
-            for entity in self._entities.values():
-                if entity.parent == parent and entity.name == name:
-                    return {"id": entity.syn}
+            child = self._names.get(parent, {}).get(str(name))
+            if child is not None:
+                return {"id": f"syn{child}"}
         raise _HttpError(404, f"No entity named {name!r} in {body.get('parentId') or 'the root'}")
 
     def _children(self, request: Request, match: re.Match[str]) -> Any:
@@ -916,7 +914,9 @@ class SynapseService:
         with self._lock:
             parent = ROOT_ID if not body.get("parentId") else self._entity(body["parentId"]).id
             children = [
-                e for e in self._entities.values() if e.parent == parent and e.kind in types
+                e
+                for e in map(self._entities.__getitem__, self._names.get(parent, {}).values())
+                if e.kind in types
             ]
             if body.get("sortBy") == "CREATED_ON":
                 children.sort(key=lambda e: e.id)
@@ -1004,7 +1004,7 @@ class SynapseService:
             if body.get("includeEntityPath"):
                 bundle["path"] = self._path(request, match)
             if body.get("includeHasChildren"):
-                bundle["hasChildren"] = any(e.parent == entity.id for e in self._entities.values())
+                bundle["hasChildren"] = bool(self._names.get(entity.id))
             if body.get("includeFileHandles"):
                 handle_id = entity.versions[version].get("dataFileHandleId")
                 handle = self._handles.get(str(handle_id))
