@@ -162,6 +162,30 @@ async def test_a_tree_through_flipped_put_bodies_is_stored_right(
     assert _uploads(world, bucket) == []
 
 
+async def test_a_put_never_stored_right_fails_and_leaves_no_object(
+    stock_moto: Any, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Every attempt corrupted on a server that verifies nothing: the file
+    fails naming what happened (and the option for stores whose ETags are
+    no MD5s), and the wrong object each attempt stored is deleted."""
+    url = stock_moto.endpoint_url
+    boto3.client("s3", endpoint_url=url).create_bucket(Bucket="never")
+    src = make_tree({"one": 5000})
+    retry = synxfer.RetryPolicy(attempts=3, initial_delay=0.0, max_delay=0.0)
+    config = SMALL.evolve(resume=False, retry=retry)
+    async with FaultProxy(
+        url, rate=1.0, faults={Fault.CORRUPT_REQUEST: 1.0}, methods={"PUT"}, seed=SEED
+    ) as proxy:
+        async with synxfer.Client(config, endpoint_url=proxy.url) as c:
+            r = await c.sync_to(src, "s3://never/p")
+        assert proxy.snapshot().corrupted == 3
+    assert r.files_failed == 1
+    error = r.failures[0].error
+    assert "stored other bytes than those sent" in error
+    assert "s3.check_etag=false" in error
+    assert "Contents" not in boto3.client("s3", endpoint_url=url).list_objects_v2(Bucket="never")
+
+
 # -- resume where ListParts lists no part checksums ----------------------------------------
 
 

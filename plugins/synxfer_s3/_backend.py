@@ -14,13 +14,19 @@ Design choices, briefly:
   backend's job is to classify errors well (:mod:`._classify`). The HTTP
   client re-sends a request only when a pooled connection turns out to
   have died while idle and nothing of an answer arrived.
-* **Checksums are ours, and the server verifies them.** The engine computes
-  each body's checksum off the event loop (``capabilities.part_checksum``):
-  CRC32C by default (``x-amz-checksum-crc32c``, hardware-accelerated by
-  google-crc32c), MD5 (``Content-MD5``) for stores that predate S3's
-  flexible checksums (:attr:`S3Backend.md5_only`, the ``md5_only`` backend
-  option). A multipart upload declares CRC32C when it is created and
-  lists every part's CRC32C when it is completed, so the object carries a
+* **Checksums are ours, and the stored bytes are proven.** The engine
+  computes each body's checksum off the event loop
+  (``capabilities.part_checksum``): CRC32C by default
+  (``x-amz-checksum-crc32c``), MD5 (``Content-MD5``) for stores that predate
+  S3's flexible checksums (:attr:`S3Backend.md5_only`, the ``md5_only``
+  backend option). Not every server verifies CRC32C (Ceph RGW ignores it,
+  stock moto verifies nothing), so the backend learns per endpoint
+  (:mod:`._trust`) whether answers echo the CRC32C they verified, as S3
+  does; where they do not, or not yet, each body also carries
+  ``Content-MD5`` (hashed in a worker thread) and its answer's ETag must
+  be the MD5 of the bytes sent (:meth:`S3Backend._check_stored`; decision
+  0026). A multipart upload declares CRC32C when it is created and lists
+  every part's CRC32C when it is completed, so the object carries a
   checksum later readers can verify. Reads ask for checksums
   (``x-amz-checksum-mode``) and report them in ``ObjectInfo.checksums``:
   full-object ones under their algorithm (``crc32c``), composite ones of
@@ -137,7 +143,10 @@ class S3Backend(Backend):
     buckets (aws-cli's ``--request-payer``); ``recv_threads`` (true/false,
     default :attr:`recv_threads`) receives large GET bodies over plain
     ``http`` in worker threads instead of on the event loop (never over TLS;
-    ``docs/decisions/0013-receive-off-the-loop.md``).
+    ``docs/decisions/0013-receive-off-the-loop.md``); ``check_etag``
+    (true/false, default true) compares the ETag of every body the server did
+    not confirm by echoing its CRC32C with the MD5 of the bytes sent (turn it
+    off only for a store whose ETags are not MD5s; decision 0026).
     """
 
     scheme: ClassVar[str] = "s3"
@@ -183,6 +192,8 @@ class S3Backend(Backend):
         self.endpoint_url = self._resolve_endpoint()
         self._addressing = self._resolve_addressing_style()
         md5 = option_bool(options.extra, "md5_only", self.md5_only, scheme=self.scheme)
+        #: Compare ETags with the MD5 of the bytes sent (see :meth:`_check_stored`).
+        self.check_etag = option_bool(options.extra, "check_etag", True, scheme=self.scheme)
         #: Unsigned requests, no credentials (``--no-sign-request``).
         self.anonymous = option_bool(options.extra, "anonymous", False, scheme=self.scheme)
         #: Large ``http`` bodies received in worker threads.
@@ -487,7 +498,7 @@ class S3Backend(Backend):
             self._trust.learn(confirmed)
             if confirmed:
                 return
-        stated = etag_md5(etag, sse)
+        stated = etag_md5(etag, sse) if self.check_etag else None
         if stated is None:
             return
         if md5 is None:  # an endpoint that verified until now, not this time
@@ -496,7 +507,8 @@ class S3Backend(Backend):
         if stated != actual:
             raise StoredOtherBytes(
                 f"{what}: the server stored other bytes than those sent (its ETag {etag} "
-                f"is not their MD5 {actual}): corrupted on the way",
+                f"is not their MD5 {actual}): corrupted on the way (if this store's ETags "
+                f"are no MD5s, set the backend option {self.scheme}.check_etag=false)",
                 url=self.url(key),
             )
 
