@@ -222,7 +222,11 @@ def ceph_rgw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if missing:
         pytest.skip(f"Ceph RGW needs {', '.join(missing)}: {INSTALL_HINT} (or `make ceph`)")
     with CephRgw(tmp_path_factory.mktemp("ceph")) as rgw:
+        pids = rgw.pids
         yield rgw
+    for pid in pids:  # every daemon it started is gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 #: The S3 servers users run, as they ship (issue 33): ``s3_world``'s params.

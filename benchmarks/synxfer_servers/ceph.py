@@ -146,6 +146,11 @@ class CephRgw(ChildProcess):
         """``http://127.0.0.1:PORT`` of the gateway."""
         return f"http://{HOST}:{self.port}"
 
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running daemons (monitor, OSD, gateway)."""
+        return [proc.pid for proc in self._procs]
+
     def __repr__(self) -> str:  # never the keys
         state = self.endpoint_url if self._procs else "stopped"
         return f"<CephRgw {state} workdir={str(self.workdir)!r}>"
