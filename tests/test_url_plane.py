@@ -239,6 +239,17 @@ def test_https_needs_a_trusted_ca(
         assert dest.read_bytes() == data
 
 
+def test_a_missing_url_says_so_without_its_signature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with StaticServer(tmp_path) as server:
+        url = f"http://127.0.0.1:{server.port}/missing.bin?X-Amz-Signature=SECRETSIG"
+        assert cli_main(["cp", url, str(tmp_path / "out")]) == 1
+    out = capsys.readouterr()
+    assert "missing.bin?…: no such object" in out.err
+    assert "SECRETSIG" not in out.out + out.err
+
+
 def test_https_is_read_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "f"
     src.write_bytes(b"x")

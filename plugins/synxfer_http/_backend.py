@@ -5,7 +5,7 @@ from __future__ import annotations
 import email.utils
 import os
 from collections.abc import Sequence
-from typing import ClassVar, NoReturn
+from typing import ClassVar
 
 from synxfer.backend import (
     Backend,
@@ -66,6 +66,7 @@ class HttpBackend(Backend):
         self._dates: dict[str, str] = {}
         #: Keys whose server answered a ranged GET with the whole object.
         self._no_ranges: set[str] = set()
+        self._missing: str | None = None  # the last key a HEAD found missing
 
     def url(self, key: str = "") -> str:
         """The URL of ``key``, its query (a signature, often) hidden."""
@@ -114,6 +115,7 @@ class HttpBackend(Backend):
                 raise
             return self._learn(key, info, None)
         if response.status == 404:
+            self._missing = key
             raise NotFound(f"{shown}: 404 {response.reason}", url=shown, status=404)
         if not 200 <= response.status < 300:
             raise BackendError(
@@ -218,14 +220,18 @@ class HttpBackend(Backend):
 
     # -- writes: refused -------------------------------------------------------------
 
-    def _read_only(self, what: str) -> NoReturn:
-        raise ConfigError(
+    def _read_only(self, what: str) -> ConfigError:
+        return ConfigError(
             f"{self.scheme}:// is read-only: synxfer cannot {what} {self.url()} "
             f"(use {self.scheme}:// URLs as a source of cp only)"
         )
 
     async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
-        self._read_only("list")
+        if cursor is None and prefix == f"{self._missing}/":
+            # The client asks whether a missing object is a "directory" before
+            # it says "no such object": nothing is known under it.
+            return ListPage([])
+        raise self._read_only("list")
 
     async def put(
         self,
@@ -234,18 +240,18 @@ class HttpBackend(Backend):
         options: WriteOptions,
         checksum: Checksum | None = None,
     ) -> ObjectInfo:
-        self._read_only("write to")
+        raise self._read_only("write to")
 
     async def delete(self, key: str) -> None:
-        self._read_only("delete from")
+        raise self._read_only("delete from")
 
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
-        self._read_only("write to")
+        raise self._read_only("write to")
 
     async def complete_multipart(
         self, upload: MultipartUpload, parts: Sequence[CompletedPart]
     ) -> ObjectInfo:
-        self._read_only("write to")
+        raise self._read_only("write to")
 
 
 class HttpsBackend(HttpBackend):

@@ -32,15 +32,22 @@ log = logging.getLogger("synxfer.cli")
 
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 _SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+#: The query of an http(s) URL: a pre-signed URL's signature and credential.
+_QUERY = re.compile(
+    r"(?P<base>\bhttps?://[^\s?#]+)\?[^\s#]+?(?=[:;,.)\]'\"]*(?:\s|$))", re.IGNORECASE
+)
 
 
 def redact(text: str) -> str:
     """Hide credentials that could end up in a message.
 
-    Removes ``user:password@`` from URLs and replaces the values of secret
-    environment variables (when long enough to be unambiguous) with ``****``.
+    Removes ``user:password@`` from URLs and the query from ``http(s)://``
+    URLs (where a pre-signed URL carries its signature), and replaces the
+    values of secret environment variables (when long enough to be
+    unambiguous) with ``****``.
     """
     text = _USERINFO.sub(r"\g<scheme>****@", text)
+    text = _QUERY.sub(r"\g<base>?…", text)
     for name in _SECRET_ENV:
         value = os.environ.get(name)
         if value and len(value) >= 8:
