@@ -293,7 +293,10 @@ class Client:
         info = await _stat_object(backend, loc.key, url, verb)
         dest = Path(path)
         if dest.is_dir() or str(path).endswith(("/", os.sep)):
-            dest = dest / posixpath.basename(loc.key)
+            name = loc.key
+            if loc.scheme in ("http", "https"):
+                name = name.split("?", 1)[0]  # a pre-signed URL's query is no name
+            dest = dest / posixpath.basename(name)
         return DownloadJob(backend, loc.key, dest, info.size, etag=info.etag)
 
     # -- trees ---------------------------------------------------------------

@@ -338,6 +338,12 @@ def test_cp_presigned_s3_url(
     out = capsys.readouterr()
     assert "X-Amz-Signature" not in out.out + out.err
     assert "not verified" in out.out
+    # Into a directory: named after the path, not the signature.
+    (tmp_path / "dir").mkdir()
+    assert cli_main(["cp", url, str(tmp_path / "dir") + "/"]) == 0
+    assert [p.name for p in (tmp_path / "dir").iterdir()] == ["obj"]
+    out = capsys.readouterr()
+    assert "X-Amz-Signature" not in out.out + out.err
 
 
 def test_cp_presigned_url_verified_by_its_checksum_header(
