@@ -52,12 +52,16 @@ How :class:`UrlBackend` uses it:
   returned; a 412, or an answer with another ETag, raises
   PreconditionFailed (the object changed mid-download), never a mixed file.
 * ``create_multipart``: ``start_upload`` with the size, part size and the
-  whole-file MD5 (``WriteOptions.content_md5``) the engine computed.
-* ``upload_part``: a PUT with ``Content-MD5`` (the store verifies the part)
-  to a part URL; URLs are fetched lazily, ``url_batch`` parts in one
-  ``upload_urls`` call, and fetched again when past ``expires`` or on a 403
-  (S3: "Request has expired"), the PUT then retried once; ``part_done``
-  reports the part's MD5 after the PUT succeeded.
+  whole-file MD5 the engine computed before the upload
+  (``WriteOptions.digests``, a :class:`~synxfer.backend.ContentDigests`).
+* ``upload_part``: a PUT to a part URL with ``Content-MD5`` (the store
+  verifies the part; left off where the signature covers it, as SigV2's
+  does: :func:`md5_header_allowed`); URLs are fetched lazily, the part's
+  and those of the parts around it still to send, up to ``url_batch`` in
+  one ``upload_urls`` call, and fetched again when past ``expires`` or on a
+  403 (S3: "Request has expired"), the PUT then retried once; ``part_done``
+  reports the part's MD5 after the PUT succeeded. A part the service holds
+  (:meth:`VendedUpload.holds`) is not sent again.
 * ``complete_multipart`` -> ``complete``; ``abort_multipart`` -> ``abort``;
   ``list_parts`` -> ``upload_status`` (the service's view of done parts).
 * ``put`` (a file below the multipart threshold): a one-part upload through
