@@ -394,13 +394,18 @@ def test_add_part_checks_the_md5_against_the_stored_part_and_resumes(
     assert status == 200
     assert started["partsState"] == "00"
     upload = started["uploadId"]
-    _, _, batch = _http(
-        "POST",
-        f"{files}/file/multipart/{upload}/presigned/url/batch",
-        {"uploadId": upload, "partNumbers": [1, 2]},
-    )
+    service.url_lifetime = 37
+    try:
+        _, _, batch = _http(
+            "POST",
+            f"{files}/file/multipart/{upload}/presigned/url/batch",
+            {"uploadId": upload, "partNumbers": [1, 2]},
+        )
+    finally:
+        service.url_lifetime = 900.0
     urls = {p["partNumber"]: p["uploadPresignedUrl"] for p in batch["partPresignedUrls"]}
     assert "X-Amz-Signature=" in urls[1]
+    assert "X-Amz-Expires=37&" in urls[2] or urls[2].endswith("X-Amz-Expires=37")
     for number, chunk in ((1, data[:part]), (2, data[part:])):
         put = urllib.request.Request(urls[number], data=chunk, method="PUT")
         with urllib.request.urlopen(put, timeout=30) as response:
