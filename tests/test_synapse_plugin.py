@@ -385,6 +385,38 @@ def test_refused_access_names_the_entity_and_what_to_check(
         _run(main())
 
 
+def test_a_faulty_service_is_survived(service: Any, home: Path, tmp_path: Path) -> None:
+    """5xx, resets before and after the service acted, cut answers: retried, and
+    a retried create (folder, upload, entity) finds what the first one made."""
+    from synxfer_servers.faultproxy import FaultProxy
+
+    project = service.create_project("faulty")
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    files = _tree(src)
+    upstream = service.repo_endpoint.rsplit("/repo/v1", 1)[0]
+    # At most 5 faults, fewer than the 7 attempts: a file's put (8 calls to the
+    # service, retried as a whole) always gets through; which calls fail varies.
+    with FaultProxy(upstream, rate=0.2, seed=34, max_faults=5) as proxy:
+        options = {
+            "syn": {
+                "repo_endpoint": f"{proxy.url}/repo/v1",
+                "file_endpoint": f"{proxy.url}/file/v1",
+            }
+        }
+
+        async def main() -> None:
+            retry = RetryPolicy(attempts=7, initial_delay=0.01, max_delay=0.05)
+            async with Client(TransferConfig(retry=retry), backend_options=options) as client:
+                up = await client.sync_to(src, f"syn://{project}")
+                assert not up.failures, up.failures
+                down = await client.sync_from(f"syn://{project}", dst)
+                assert not down.failures, down.failures
+
+        _run(main())
+        assert proxy.snapshot().faulted == 5
+    assert _read_tree(dst) == files
+
+
 def test_bad_or_missing_token_is_a_setup_error(
     moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
