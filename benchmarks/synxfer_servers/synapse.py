@@ -24,11 +24,19 @@ the S3 server (stock moto or SeaweedFS) through real SigV4 pre-signed URLs
 that expire after :attr:`SynapseService.url_lifetime` seconds -- moto does
 not check expiry, SeaweedFS with auth on does. Any other request answers
 ``501`` naming its method and path, so a gap shows instead of hiding.
-:meth:`SynapseService.throttle` makes the next requests answer ``429`` with
-``Retry-After``. State lives in memory, behind one lock. The token is never
-logged (the log has method, path and status only).
 
-Run it by hand with ``python -m synxfer_servers synapse --s3 URL --bucket B``.
+Faults on request, so that clients' error paths can be reached on a stock
+S3 server: :meth:`~SynapseService.throttle` (429 with ``Retry-After``),
+:meth:`~SynapseService.fail` (5xx), :meth:`~SynapseService.expire_url_batches`
+(URLs that expired before the client uses them),
+:meth:`~SynapseService.reject_parts` (``ADD_FAILED``),
+:meth:`~SynapseService.deny` (403); :attr:`~SynapseService.url_lifetime` is
+settable. :meth:`~SynapseService.stats` counts requests by route.
+
+State lives in memory, behind one lock. The token is never logged (the log
+has method, path and status only). The web stack is werkzeug, which moto
+already brings: no dependency of its own. Run it by hand with ``python -m
+synxfer_servers synapse --s3 URL --bucket B``.
 """
 
 from __future__ import annotations
