@@ -19,6 +19,7 @@ client pass:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -357,8 +358,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_sigterm_to_the_group_stops_processes_workers(moto: str, bkt: str, tmp_path: Path) -> None:
-    """``timeout`` and batch schedulers signal the whole process group."""
+@pytest.mark.parametrize("to", ["group", "driver"])
+def test_sigterm_stops_processes_workers(moto: str, bkt: str, tmp_path: Path, to: str) -> None:
+    """``timeout`` and batch schedulers signal the whole process group;
+    Kubernetes signals the container's first process, the driver, alone."""
     src = tmp_path / "tree"
     write_tree(src, {f"{i:03}.bin": 100_000 + i for i in range(80)})
     args = ["sync", str(src), f"s3://{bkt}/t/", "--endpoint-url", moto, "--processes", "2"]
@@ -378,16 +381,19 @@ def test_sigterm_to_the_group_stops_processes_workers(moto: str, bkt: str, tmp_p
             if seen >= 5:
                 break
         workers = _children(proc.pid)
-        os.killpg(proc.pid, signal.SIGTERM)
+        if to == "group":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err
+        assert "terminated (SIGTERM)" in err
+        assert "Traceback" not in err, err
+        _wait_for(lambda: not [p for p in workers if _alive(p)], "the workers to end", 30)
     finally:
-        if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):  # what is left of the group, if any
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 143, err
-    assert "terminated (SIGTERM)" in err
-    assert "Traceback" not in err, err
-    _wait_for(lambda: not [p for p in workers if _alive(p)], "the workers to end", 30)
+        proc.wait()
     rerun = _cli(*args)
     assert rerun.returncode == 0, rerun.stderr
     summary = json.loads(rerun.stdout.splitlines()[-1])
