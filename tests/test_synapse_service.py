@@ -434,6 +434,19 @@ def test_add_part_checks_the_md5_against_the_stored_part_and_resumes(
     _, _, restarted = _http("POST", files + "/file/multipart?forceRestart=true", request)
     assert restarted["uploadId"] != upload
     assert restarted["partsState"] == "00"
+    # Restarting an unfinished upload drops its S3 upload: its URLs lead nowhere.
+    _, _, batch = _http(
+        "POST",
+        f"{files}/file/multipart/{restarted['uploadId']}/presigned/url/batch",
+        {"uploadId": restarted["uploadId"], "partNumbers": [1]},
+    )
+    _http("POST", files + "/file/multipart?forceRestart=true", request)
+    stale = urllib.request.Request(
+        batch["partPresignedUrls"][0]["uploadPresignedUrl"], data=data[:part], method="PUT"
+    )
+    with pytest.raises(urllib.error.HTTPError) as gone:
+        urllib.request.urlopen(stale, timeout=30)
+    assert gone.value.code == 404
 
     # The handle becomes a FileEntity; its bytes come back by every route.
     repo = service.repo_endpoint

@@ -1173,15 +1173,32 @@ class SynapseService:
             json.dumps([self.user_id, body], sort_keys=True).encode()
         ).hexdigest()
         with self._lock:
-            upload_id = self._upload_by_request.get(request_hash)
-            if upload_id is not None and not restart:
-                return self._uploads[upload_id].status(self.user_id)
+            previous = self._upload_by_request.get(request_hash)
+            if previous is not None and not restart:
+                return self._uploads[previous].status(self.user_id)
         key = f"{self.user_id}/{uuid.uuid4()}/{name}"
         created = self._s3.create_multipart_upload(
             Bucket=self.bucket,
             Key=key,
             ContentType=str(body.get("contentType") or "application/octet-stream"),
         )
+        with self._lock:
+            current = self._upload_by_request.get(request_hash)
+            raced = current != previous and not restart
+            if not raced and current is not None:
+                # A restart: the parts of the upload it replaces are dropped.
+                old = self._uploads[current]
+                abandoned = None if old.handle_id else (old.key, old.s3_upload_id)
+            else:
+                abandoned = None
+        if raced:
+            # The same request, started meanwhile by another thread: one upload.
+            assert current is not None
+            self._abort(key, created["UploadId"])
+            with self._lock:
+                return self._uploads[current].status(self.user_id)
+        if abandoned is not None:
+            self._abort(*abandoned)
         with self._lock:
             upload_id = str(self._next_id)
             self._next_id += 1
@@ -1197,6 +1214,15 @@ class SynapseService:
             self._uploads[upload_id] = upload
             self._upload_by_request[request_hash] = upload_id
             return upload.status(self.user_id)
+
+    def _abort(self, key: str, s3_upload_id: str) -> None:
+        """Drop an S3 multipart upload nobody will complete (best effort)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=s3_upload_id)
+        except (BotoCoreError, ClientError) as exc:
+            log.warning("could not abort an abandoned S3 upload of %s: %s", key, exc)
 
     def _upload(self, upload_id: str) -> _Upload:
         upload = self._uploads.get(upload_id)
