@@ -336,6 +336,32 @@ def test_ls_rm_and_a_name_synapse_refuses(service: Any, home: Path, tmp_path: Pa
     _run(main())
 
 
+def test_a_copy_between_stores_needs_the_md5_first(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    """A remote copy into syn:// works for a file sent in one request (its MD5
+    comes from the buffer); a larger one is refused with what to do instead."""
+    project = service.create_project("copies")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "small.txt").write_bytes(b"small\n")
+    (src / "big.bin").write_bytes(os.urandom(6 * MiB))
+    config = _config(part_size=5 * MiB, multipart_threshold=5 * MiB)
+
+    async def main() -> None:
+        async with Client(config) as client:
+            await client.sync_to(src, f"syn://{project}/a")
+            res = await client.copy(f"syn://{project}/a/", f"syn://{project}/b/", recursive=True)
+            assert res.files_transferred == 1
+            assert [f.path.rsplit("/", 1)[-1] for f in res.failures] == ["big.bin"]
+            assert "download it first" in res.failures[0].error
+            out = tmp_path / "small.txt"
+            await client.download_file(f"syn://{project}/b/small.txt", out)
+            assert out.read_bytes() == b"small\n"
+
+    _run(main())
+
+
 # -- bad input and faults ------------------------------------------------------------
 
 

@@ -609,6 +609,16 @@ class SynapseBackend(UrlBackend):
 
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
         self._check_key(key)
+        if options.digests is None:
+            # The engine computes them for local files only (it reads them twice);
+            # a copy from another store has no MD5 to give before its bytes.
+            raise BackendError(
+                "Synapse needs a file's MD5 before its upload starts, which a copy from "
+                "another store cannot give for a file this large; download it first, then "
+                "upload the local copy (synxfer cp SRC ./tmp && synxfer cp ./tmp "
+                f"{self.url(key)})",
+                url=self.url(key),
+            )
         return await super().create_multipart(key, options)
 
     async def upload_part(
