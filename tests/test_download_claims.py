@@ -390,3 +390,33 @@ async def test_a_wrong_claim_with_no_other_fails_saying_what_to_do(
     assert "the data came back the same" in proc.stderr
     assert "upload it again from a good copy" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- streamed copies held whole take the same care ------------------------------------
+
+
+async def test_streamed_copy_of_own_multipart_is_verified_by_the_etag(
+    moto_world: S3World, tmp_path: Path
+) -> None:
+    """s3 -> scp (another backend on the same stock moto: streamed, not
+    server-side): a 7 MiB synxfer multipart object, read whole, is verified
+    by its MD5 ETag when the store's CRC32C composite is wrong, and the copy
+    names the wrong claim."""
+    src_bucket, dst_bucket = _bucket(moto_world, "cpsrc"), _bucket(moto_world, "cpdst")
+    data = random.Random(SEED).randbytes(7 * MiB)
+    (tmp_path / "f.bin").write_bytes(data)
+    config = CONFIG.evolve(part_size=5 * MiB, multipart_threshold=5 * MiB)
+    endpoints = {"s3": moto_world.endpoint_url, "scp": moto_world.endpoint_url}
+    async with synxfer.Client(config, endpoints=endpoints) as client:
+        up = await client.upload_file(tmp_path / "f.bin", f"s3://{src_bucket}/f.bin")
+        assert up.ok, up.failures
+    async with synxfer.Client(CONFIG, endpoints=endpoints) as client:  # 8 MiB: one GET
+        result = await client.copy(f"s3://{src_bucket}/f.bin", f"scp://{dst_bucket}/f.bin")
+    assert result.ok, result.failures
+    assert result.bytes_downloaded == len(data)  # streamed, in one GET
+    body = _boto(moto_world).get_object(Bucket=dst_bucket, Key="f.bin")["Body"].read()
+    assert body == data
+    assert result.not_verified == 0
+    (warning,) = result.warnings
+    assert warning.kind == "wrong-checksum"
+    assert "verified by the MD5 of the part MD5s (multipart ETag) instead" in warning.message

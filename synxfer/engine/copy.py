@@ -48,14 +48,19 @@ from .upload import abort_upload
 from .verify import (
     Expectation,
     Layout,
+    Mismatch,
     Plan,
+    Settled,
     Sums,
+    Vouching,
     check_size,
     check_version,
     fetch_checked,
+    gather_claims,
     gather_layout,
     gave_up,
     plan,
+    primary,
     retry_mismatch,
     unit_value,
 )
@@ -191,10 +196,16 @@ def _reused(
 
 
 def _check_whole(
-    p: Plan, url: str, data: bytearray, algorithm: ChecksumAlgorithm | None
+    p: Plan,
+    url: str,
+    data: bytearray,
+    algorithm: ChecksumAlgorithm | None,
+    vouching: Vouching | None = None,
 ) -> Checksum | None:
     """Check an object held whole in ``data`` and return the destination's
-    checksum of it. Blocking (worker thread)."""
+    checksum of it; when the planned check fails or none was planned, what
+    else vouches for the bytes is tried (:class:`.verify.Vouching`).
+    Blocking (worker thread)."""
     sums = Sums(p)
     view = memoryview(data)
     checksum: Checksum | None = None
@@ -205,7 +216,15 @@ def _check_whole(
         sums.record(unit, value)
         if p.exp is not None and not p.exp.composite:
             checksum = _reused(algorithm, p.kind, value)  # the whole object's
-    sums.check(url)
+    if p.exp is not None:
+        try:
+            sums.check(url)
+        except Mismatch as exc:
+            if vouching is None:
+                raise
+            vouching.whole(exc, view)
+    elif vouching is not None and not vouching.verified:
+        vouching.unverified(view, len(view))
     return checksum or checksum_of(algorithm, data)
 
 
@@ -221,38 +240,51 @@ async def _stream_single(engine: Engine, job: _Copy) -> tuple[int, bool]:
     url, dst_url = src.url(src_key), dst.url(dst_key)
     algorithm = dst.capabilities.part_checksum
     attempts = 0
-    verified = src.capabilities.verified_reads
+    verified_reads = src.capabilities.verified_reads
+    vouching: Vouching | None = None
     async with scheduler.reserve(size) as lease:
         buf = lease.buffer()
 
         async def attempt() -> tuple[ObjectInfo, Checksum | None]:
-            nonlocal attempts, verified
+            nonlocal attempts, vouching
             attempts += 1
             # As a whole: S3 sends no whole-object checksum with a range.
             info = await src.read_into(src_key, 0, memoryview(buf), if_match=etag, whole=True)
             engine.progress(size, "down")
             check_size(url, size, info, "copy")
-            exp, layout = await gather_layout(src, src_key, info, info.etag or etag)
-            if exp is None and not src.capabilities.verified_reads:
+            claims = await gather_claims(src, src_key, info, info.etag or etag)
+            exp, layout = primary(claims)
+            if exp is None and not verified_reads:
                 # A GET may carry no whole-object checksum: ask a HEAD.
                 head = await src.stat(src_key)
                 if head.etag == info.etag and head.size == info.size:
-                    exp, layout = await gather_layout(src, src_key, head, head.etag or etag)
+                    claims = await gather_claims(src, src_key, head, head.etag or etag)
+                    exp, layout = primary(claims)
             _note_unverified(src, url, exp)
-            verified = verified or exp is not None
+            if vouching is None:
+                vouching = Vouching(url, info, claims)
+            else:
+                vouching.update(info, claims)
             p = plan(size, max(size, 1), exp, layout)
-            checksum = await scheduler.io_holding(_check_whole, p, url, buf, algorithm)
+            # A backend that checks its reads needs nothing vouched after the fact.
+            vouch = vouching if exp is not None or not verified_reads else None
+            checksum = await scheduler.io_holding(_check_whole, p, url, buf, algorithm, vouch)
             return info, checksum
 
         try:
             got = await retry_mismatch(engine, "copy", attempt)
+        except Settled as settled:
+            raise gave_up(settled.error, attempts, dst_url, same=True) from None
         except IntegrityError as exc:
             raise gave_up(exc, attempts, dst_url) from None
         info, checksum = got
         result = await dst.put(dst_key, buf, _options(job.base, info, 0), checksum)
         engine.progress(size, "up")
     await _reconcile(engine, dst, dst_key, result, [(checksum, size)])
-    return size, verified
+    assert vouching is not None
+    if vouching.note is not None:
+        engine.warn(vouching.note, vouching.note_kind)
+    return size, verified_reads or vouching.verified
 
 
 def _note_unverified(src: Backend, url: str, exp: Expectation | None) -> None:

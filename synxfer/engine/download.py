@@ -222,13 +222,7 @@ def _check_whole(p: Plan, url: str, vouching: Vouching, data: memoryview) -> Non
     try:
         sums.check(url)
     except Mismatch as exc:
-        settled = vouching.settled(exc)
-        try:
-            vouching.rescue(exc, data, len(data), settled=settled)
-        except IntegrityError as other:
-            if settled:
-                raise Settled(other) from None
-            raise
+        vouching.whole(exc, data)
 
 
 def _vouch_whole(vouching: Vouching, data: memoryview) -> None:
@@ -268,7 +262,7 @@ async def _download_ranges(
         claims = await gather_claims(backend, key, info, info.etag)
         exp, layout = primary(claims)
         vouching = Vouching(src, info, claims)
-        if exp is None and not is_compressed(info):
+        if exp is None and not is_compressed(info) and not backend.capabilities.verified_reads:
             # Layouts to try after the fact: each range's CRC tells whether
             # it came back the same, so only doubtful ranges are fetched again.
             exp = vouching.fingerprint()

@@ -487,8 +487,10 @@ async def gather_claims(
 
     The layout of an object synxfer uploaded is in its metadata
     (``synxfer-part-size``); any other's is asked of the backend
-    (:func:`find_layout`), once; when that fails, a composite checksum's
-    candidates are inferred from its parts count and the object's size.
+    (:func:`find_layout`), once, and only when no better claim can be
+    planned (a fallback costs no request); when that fails or was not
+    asked, a composite checksum's candidates are inferred from its parts
+    count and the object's size.
     """
     layout: Layout | None = None
     asked = False
@@ -498,9 +500,10 @@ async def gather_claims(
             out.append(Claim(exp))
             continue
         if not asked:
-            # One part is the whole object; else synxfer's metadata, else ask.
+            # One part is the whole object; else synxfer's metadata, else ask
+            # (only while nothing is planned: no request for a fallback).
             layout = Layout(max(info.size, 1), 1) if exp.parts == 1 else _own_layout(info)
-            if layout is None:
+            if layout is None and all(c.inferred for c in out):
                 layout = await find_layout(backend, key, info.size, exp.parts or 0, etag)
             asked = True
         if layout is not None and (not exp.parts or exp.parts == layout.count):
@@ -764,6 +767,18 @@ class Vouching:
                 "damaged on the server (upload it again from a good copy)"
             )
         raise Mismatch(msg, error.got if isinstance(error, Mismatch) else b"") from None
+
+    def whole(self, error: Mismatch, data: memoryview) -> None:
+        """:meth:`rescue` for an object held whole in ``data`` (one GET):
+        :class:`Settled` when the planned claim failed this same way before
+        and nothing else vouches for the bytes."""
+        settled = self.settled(error)
+        try:
+            self.rescue(error, data, len(data), settled=settled)
+        except IntegrityError as other:
+            if settled:
+                raise Settled(other) from None
+            raise
 
     def _inferred(self, error: IntegrityError, src: Source, size: int, *, settled: bool) -> None:
         self.note_kind = "not-verified"
