@@ -286,6 +286,41 @@ async def test_sync_down_stops_on_a_repeated_token(moto: str, bkt: str, tmp_path
     assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
 
 
+def _list_uploads_request(req: Any) -> bool:
+    return bool(req.method == "GET" and "uploads" in req.query)
+
+
+def test_proxy_repeat_token_repeats_list_uploads_markers(moto: str, bkt: str) -> None:
+    s3 = _s3(moto)
+    first_id = s3.create_multipart_upload(Bucket=bkt, Key="u.bin")["UploadId"]
+    faults = {Fault.REPEAT_TOKEN: 1}
+    with FaultProxy(moto, rate=1.0, faults=faults, match=_list_uploads_request) as proxy:
+        client = _s3(proxy.url)
+        page = client.list_multipart_uploads(Bucket=bkt)  # a first page: its last upload next
+        assert page["IsTruncated"] is True
+        assert (page["NextKeyMarker"], page["NextUploadIdMarker"]) == ("u.bin", first_id)
+        again = client.list_multipart_uploads(
+            Bucket=bkt, KeyMarker="u.bin", UploadIdMarker=first_id
+        )
+        assert (again["NextKeyMarker"], again["NextUploadIdMarker"]) == ("u.bin", first_id)
+        assert again["IsTruncated"] is True
+        assert proxy.snapshot().faults["repeat-token"] == 2
+
+
+async def test_repeated_list_uploads_markers_end_the_listing(moto: str, bkt: str) -> None:
+    _s3(moto).create_multipart_upload(Bucket=bkt, Key="u.bin")
+    faults = {Fault.REPEAT_TOKEN: 1}
+    with FaultProxy(moto, rate=1.0, faults=faults, match=_list_uploads_request) as proxy:
+        async with synxfer.Client(SMALL, endpoint_url=proxy.url) as c:
+            backend, _ = await c.backend(f"s3://{bkt}/u.bin")
+            async with asyncio.timeout(60):  # without the guard: lists forever
+                with pytest.raises(BackendError, match="multipart upload listing") as info:
+                    await _innermost(backend).list_uploads("u.bin")
+        requests = proxy.snapshot().faults["repeat-token"]
+    assert f"s3://{bkt}/u.bin" in str(info.value)
+    assert requests == 2  # the first page, then the one that repeats it
+
+
 # --------------------------------------------------------------------------- SIGTERM
 
 

@@ -122,12 +122,15 @@ proxy has read the whole request, head and body:
 ``repeat-token`` (:attr:`Fault.REPEAT_TOKEN`)
     Forwarded; only ever drawn for requests that carry a
     ``continuation-token`` query parameter (ListObjectsV2's second page and
-    later; for any other request the draw injects nothing and counts
-    nothing). A successful XML answer is sent with its
-    ``NextContinuationToken`` set to the token the request carried (and
-    ``IsTruncated`` true), with a corrected ``Content-Length``: a server
-    whose paging repeats, so a client that follows tokens blindly lists
-    forever. With ``rate=1`` every later page repeats.
+    later) and for ListMultipartUploads (``GET ?uploads``); for any other
+    request the draw injects nothing and counts nothing. A successful XML
+    answer is sent with its ``NextContinuationToken`` set to the token the
+    request carried -- for ListMultipartUploads, ``NextKeyMarker`` and
+    ``NextUploadIdMarker`` set to the request's markers, or on a first page
+    to its last upload -- and ``IsTruncated`` true, with a corrected
+    ``Content-Length``: a server whose paging repeats, so a client that
+    follows tokens blindly lists forever. With ``rate=1`` every later page
+    repeats.
 
 Note that HTTP clients resend a request by themselves when a reused
 connection was closed before any byte of the answer (aiohttp for idempotent
@@ -769,7 +772,9 @@ class FaultProxy:
             return None, s, 0.0
         if fault is Fault.CORRUPT_REQUEST and not _has_body(req):
             return None, s, 0.0
-        if fault is Fault.REPEAT_TOKEN and not req.query.get("continuation-token"):
+        if fault is Fault.REPEAT_TOKEN and not (
+            req.query.get("continuation-token") or (req.method == "GET" and "uploads" in req.query)
+        ):
             return None, s, 0.0
         with self._lock:
             st = self._stats
@@ -906,7 +911,7 @@ class FaultProxy:
             keep_alive,
             corrupt_at,
             f"{req.bucket}/{req.key}",
-            req.query.get("continuation-token", ""),
+            req.query,
         )
 
     async def _exchange(
@@ -949,14 +954,14 @@ class FaultProxy:
         keep_alive: bool,
         corrupt_at: float | None = None,
         name: str = "",
-        token: str = "",
+        query: Mapping[str, str] | None = None,
     ) -> bool:
         """Pass the upstream response to the client (whole, cut, altered, or not at all).
 
         ``corrupt_at`` (a ``corrupt`` fault) places the inverted byte: that
         fraction of the way through a successful response's body data.
-        ``token``: the request's ``continuation-token`` (a ``repeat-token``
-        fault sends it back as the next one).
+        ``query``: the request's (a ``repeat-token`` fault sends its
+        continuation token or markers back as the next ones).
         """
         version, status_text = reply.first.split(" ", 1)
         status = int(status_text.split(" ", 1)[0])
@@ -1029,7 +1034,7 @@ class FaultProxy:
                 complete = True
                 data = _dechunk(raw) if chunked else bytes(raw)
                 if fault is Fault.REPEAT_TOKEN and 200 <= status < 300 and data:
-                    data = _repeat_token(data, token)
+                    data = _repeat_token(data, query or {})
                     writer.write(_reframed(reply, data, client_keep, chunk=False) + data)
                     await writer.drain()
                     return client_keep
@@ -1129,19 +1134,37 @@ def _reframed(reply: _Head, data: bytes, keep_alive: bool, *, chunk: bool) -> by
     return reply.encode(drop=drop, add=add)
 
 
-def _repeat_token(body: bytes, token: str) -> bytes:
-    """A ListObjectsV2 answer whose next token is ``token`` and which says it is truncated."""
-    escaped = token.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode()
-    out, n = re.subn(
-        rb"<NextContinuationToken>[^<]*</NextContinuationToken>",
-        b"<NextContinuationToken>" + escaped + b"</NextContinuationToken>",
-        body,
-    )
-    out = re.sub(rb"<IsTruncated>[^<]*</IsTruncated>", b"<IsTruncated>true</IsTruncated>", out)
-    if not n:  # the last page: make it say there is another
-        tag = b"<NextContinuationToken>" + escaped + b"</NextContinuationToken>"
-        out = out.replace(b"</ListBucketResult>", tag + b"</ListBucketResult>", 1)
+def _xml_text(value: str) -> bytes:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode()
+
+
+def _set_element(body: bytes, name: bytes, value: bytes, root: bytes) -> bytes:
+    """``body`` with element ``name`` holding ``value`` (added at the end of ``root``)."""
+    tag = b"<" + name + b">" + value + b"</" + name + b">"
+    out, n = re.subn(b"<" + name + b">[^<]*</" + name + b">", lambda _: tag, body)
+    if not n:
+        out = out.replace(b"</" + root + b">", tag + b"</" + root + b">", 1)
     return out
+
+
+def _repeat_token(body: bytes, query: Mapping[str, str]) -> bytes:
+    """A listing page that says it is truncated and names, as the next page,
+    the one the request asked for (see ``Fault.REPEAT_TOKEN``)."""
+    out = re.sub(rb"<IsTruncated>[^<]*</IsTruncated>", b"<IsTruncated>true</IsTruncated>", body)
+    if b"<ListMultipartUploadsResult" in out:
+        key = _xml_text(query.get("key-marker", ""))
+        upload = _xml_text(query.get("upload-id-marker", ""))
+        if not key:  # a first page: its last upload comes next again
+            keys = re.findall(rb"<Key>([^<]*)</Key>", out)
+            uploads = re.findall(rb"<UploadId>([^<]*)</UploadId>", out)
+            if not keys or not uploads:
+                return body
+            key, upload = keys[-1], uploads[-1]
+        root = b"ListMultipartUploadsResult"
+        out = _set_element(out, b"NextKeyMarker", key, root)
+        return _set_element(out, b"NextUploadIdMarker", upload, root)
+    token = _xml_text(query.get("continuation-token", ""))
+    return _set_element(out, b"NextContinuationToken", token, b"ListBucketResult")
 
 
 def _has_body(req: ProxyRequest) -> bool:
