@@ -37,6 +37,10 @@ synapseclient = pytest.importorskip("synapseclient")
 
 from synxfer_servers.synapse import SynapseService  # noqa: E402
 
+# synapseutils.syncToSynapse / syncFromSynapse and syn.get are deprecated in
+# 4.14 (for removal in 5.0) but are what users run today: they are the proof.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 MiB = 1024 * 1024
 FOLDER = "org.sagebionetworks.repo.model.Folder"
 TOKEN = "syn-test-token-" + uuid.uuid4().hex  # never to be seen in a log
