@@ -45,6 +45,7 @@ flight within one listing page, default 8).
 from __future__ import annotations
 
 import base64
+import calendar
 import hashlib
 import json
 import re
@@ -105,7 +106,7 @@ def _expires(url: str) -> float | None:
     if not date or not seconds.isdigit():
         return None
     try:
-        start = time.mktime(time.strptime(date, "%Y%m%dT%H%M%SZ")) - time.timezone
+        start = calendar.timegm(time.strptime(date, "%Y%m%dT%H%M%SZ"))
     except ValueError:
         return None
     return start + int(seconds)

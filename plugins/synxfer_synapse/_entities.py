@@ -181,9 +181,6 @@ class Tree:
 
     # -- folders -----------------------------------------------------------------
 
-    def known_folder(self, path: str) -> str | None:
-        return self._folders.get(path)
-
     async def folder(self, path: str, *, create: bool) -> str | None:
         """The id of the folder at ``path`` ("" is the container); created with
         its parents when ``create``, else None when missing. A file where a
