@@ -543,6 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             quiet=args.quiet,
             progress=Progress(sys.stderr) if show_progress else None,
         )
+    _Terminated.seen = False  # main() may run more than once in a process (tests, embedding)
     try:
         _check_locations(args)
         result = asyncio.run(_run(args, printer))
