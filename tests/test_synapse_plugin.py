@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from synxfer import (
+    BackendError,
     BucketNotFound,
     Client,
     ConfigError,
@@ -671,6 +673,49 @@ def test_the_token_is_never_printed_nor_stored(
     assert stored  # the journal is there, and holds no token
     for path in stored:
         assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_an_answer_that_echoes_the_token_does_not_carry_it_into_the_error() -> None:
+    """A server (or a proxy's error page) that repeats the request's headers."""
+    import http.server
+    import threading
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.dumps({"reason": f"refused: {self.headers['Authorization']}"}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/repo/v1"
+        backend = SynapseBackend("syn1", BackendOptions(extra={"repo_endpoint": base}))
+        backend.rest.settings = dataclasses.replace(backend.settings, token=TOKEN)
+
+        async def main() -> None:
+            try:
+                with pytest.raises(BackendError) as caught:
+                    await backend.rest.call(
+                        "POST", "repo", "/entity/child", body={}, url="syn://syn1/x", what="lookup"
+                    )
+            finally:
+                await backend.aclose()
+            text = str(caught.value)
+            assert "refused: Bearer <token>" in text
+            assert TOKEN not in text
+
+        _run(main())
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # -- the real synapseclient, both ways -------------------------------------------------

@@ -183,7 +183,9 @@ class SynapseRest:
                 ) from None
         if status == 404 and missing_ok:
             return None
-        reason = _reason(data)
+        # A service that echoes the request (a proxy's error page) must not
+        # carry the token into a message.
+        reason = _reason(data).replace(token, "<token>")
         detail = f": {reason}" if reason else ""
         if status == 401:
             source = self.settings.token_source or "the configuration"
