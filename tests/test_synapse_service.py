@@ -220,13 +220,16 @@ def test_synapseclient_stores_a_tree_and_gets_it_back(
 
 
 def test_a_changed_file_becomes_a_new_version(service: SynapseService, tmp_path: Path) -> None:
-    from synapseclient.models import File
+    from synapseclient.models import Activity, File, UsedURL
 
     project = service.create_project(f"versions {uuid.uuid4().hex[:8]}")
     syn = _client(service, tmp_path / "cache")
     path = tmp_path / "data.csv"
     first = _write(path, 2000, seed=1)
-    v1 = File(path=str(path), parent_id=project, annotations={"site": ["a", "b"], "n": [3]})
+    made = Activity(name="made", used=[UsedURL(name="source", url="https://example.org/d")])
+    v1 = File(
+        path=str(path), parent_id=project, annotations={"site": ["a", "b"], "n": [3]}, activity=made
+    )
     v1 = v1.store(synapse_client=syn)
     # The edit, as another copy of the file: synapseclient's cache keys a
     # path by its mtime in seconds, so a rewrite within the second looks unchanged.
@@ -240,6 +243,11 @@ def test_a_changed_file_becomes_a_new_version(service: SynapseService, tmp_path:
     assert Path(old.path).read_bytes() == first
     assert Path(new.path).read_bytes() == second
     assert old.annotations == {"site": ["a", "b"], "n": [3]}
+    # Provenance belongs to the version it was stored with.
+    first_activity = Activity.from_parent(parent=f"{v1.id}.1", synapse_client=other)
+    assert first_activity is not None
+    assert (first_activity.name, first_activity.used[0].url) == ("made", "https://example.org/d")
+    assert Activity.from_parent(parent=f"{v1.id}.2", synapse_client=other) is None
     # Storing the same bytes again makes no new version.
     v2_again = File(path=str(path), parent_id=project).store(synapse_client=syn)
     assert v2_again.version_number == 2

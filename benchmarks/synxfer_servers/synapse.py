@@ -11,7 +11,8 @@ machine:
 * entities: Project / Folder / FileEntity create, get, update (``newVersion``,
   a changed file handle makes a new version), delete, versions, ``/entity/child``
   lookup, ``/entity/children`` pages, ``bundle2``, ``annotations2``, ``type``,
-  ``path``, ``permissions``, ``benefactor``, ``accessRequirement``;
+  ``path``, ``permissions``, ``benefactor``, ``accessRequirement``, and
+  provenance (``/activity``, ``generatedBy``);
 * uploads: upload destination, multipart upload (``POST /file/multipart``,
   batches of pre-signed part URLs, add-part with the part's MD5 checked
   against the part S3 stored, complete, ``partsState`` for server-side resume;
@@ -129,6 +130,8 @@ class _Entity:
     versions: dict[int, dict[str, Any]]
     annotations: dict[int, dict[str, Any]]
     current: int = 1
+    #: version -> the id of the Activity that generated it (provenance).
+    generated_by: dict[int, str] = dataclasses.field(default_factory=dict)
 
     @property
     def syn(self) -> str:
@@ -235,6 +238,7 @@ class SynapseService:
         #: parent id -> {child name: child id}: lookups and listings without a scan.
         self._names: dict[int, dict[str, int]] = {}
         self._handles: dict[str, dict[str, Any]] = {}
+        self._activities: dict[str, dict[str, Any]] = {}
         self._uploads: dict[str, _Upload] = {}
         self._upload_by_request: dict[str, str] = {}
         self._s3: Any = None
@@ -579,6 +583,17 @@ class SynapseService:
                 self._entity_file,
             ),
             ("repo", "GET", r"/entity/(?P<id>syn\d+|\d+)/generatedBy", self._generated_by),
+            ("repo", "PUT", r"/entity/(?P<id>syn\d+|\d+)/generatedBy", self._set_generated_by),
+            (
+                "repo",
+                "DELETE",
+                r"/entity/(?P<id>syn\d+|\d+)/generatedBy",
+                self._delete_generated_by,
+            ),
+            ("repo", "POST", r"/activity", self._post_activity),
+            ("repo", "GET", r"/activity/(?P<act>\d+)", self._get_activity),
+            ("repo", "PUT", r"/activity/(?P<act>\d+)", self._put_activity),
+            ("repo", "DELETE", r"/activity/(?P<act>\d+)", self._delete_activity),
             (
                 "repo",
                 "GET",
@@ -1098,12 +1113,88 @@ class SynapseService:
             return Response(url, status=200, content_type="text/plain")
         return Response(status=307, headers={"Location": url})
 
+    # -- provenance --------------------------------------------------------------
+
     def _generated_by(self, request: Request, match: re.Match[str]) -> Any:
-        # Provenance is not kept here: every entity has none, as Synapse says it.
         with self._lock:
             entity = self._entity(match["id"])
             version = self._version_of(entity, match)
-        raise _HttpError(404, f"No activity for Entity {entity.syn} version {version}")
+            activity = self._activities.get(entity.generated_by.get(version, ""))
+            if activity is None:
+                raise _HttpError(404, f"No activity for Entity {entity.syn} version {version}")
+            return activity
+
+    def _set_generated_by(self, request: Request, match: re.Match[str]) -> Any:
+        with self._lock:
+            entity = self._entity(match["id"])
+            activity_id = request.args.get("generatedBy", "")
+            activity = self._activity(activity_id)
+            entity.generated_by[entity.current] = activity_id
+            entity.body["etag"] = _etag()
+            return activity
+
+    def _delete_generated_by(self, request: Request, match: re.Match[str]) -> Any:
+        with self._lock:
+            entity = self._entity(match["id"])
+            if entity.generated_by.pop(entity.current, None) is None:
+                raise _HttpError(404, f"No activity for Entity {entity.syn}")
+            entity.body["etag"] = _etag()
+        return None
+
+    def _activity(self, activity_id: str) -> dict[str, Any]:
+        activity = self._activities.get(activity_id)
+        if activity is None:
+            raise _HttpError(404, f"Activity {activity_id} does not exist")
+        return activity
+
+    def _post_activity(self, request: Request, match: re.Match[str]) -> Any:
+        body = self._json(request)
+        with self._lock:
+            activity_id = str(self._next_id)
+            self._next_id += 1
+            now = _now()
+            activity = {k: v for k, v in body.items() if v is not None}
+            activity.update(
+                id=activity_id,
+                etag=_etag(),
+                createdOn=now,
+                modifiedOn=now,
+                createdBy=self.user_id,
+                modifiedBy=self.user_id,
+            )
+            self._activities[activity_id] = activity
+            return activity
+
+    def _get_activity(self, request: Request, match: re.Match[str]) -> Any:
+        with self._lock:
+            return self._activity(match["act"])
+
+    def _put_activity(self, request: Request, match: re.Match[str]) -> Any:
+        body = self._json(request)
+        with self._lock:
+            current = self._activity(match["act"])
+            if body.get("etag") != current["etag"]:
+                raise _HttpError(
+                    412,
+                    f"Activity {current['id']} was updated since you last fetched it, "
+                    "retrieve it again and re-apply the update",
+                )
+            activity = {k: v for k, v in body.items() if v is not None}
+            for field in ("id", "createdOn", "createdBy"):
+                activity[field] = current[field]
+            activity.update(etag=_etag(), modifiedOn=_now(), modifiedBy=self.user_id)
+            self._activities[current["id"]] = activity
+            return activity
+
+    def _delete_activity(self, request: Request, match: re.Match[str]) -> Any:
+        with self._lock:
+            self._activity(match["act"])
+            del self._activities[match["act"]]
+            for entity in self._entities.values():
+                for version, activity_id in list(entity.generated_by.items()):
+                    if activity_id == match["act"]:
+                        del entity.generated_by[version]
+        return None
 
     def _by_md5(self, request: Request, match: re.Match[str]) -> Any:
         md5 = match["md5"].lower()
