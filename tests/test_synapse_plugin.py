@@ -19,6 +19,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -616,6 +617,65 @@ def test_expired_urls_are_fetched_again(seaweed: Any, tmp_path: Path, monkeypatc
 
         _run(main())
         assert (dst / "f.bin").read_bytes() == data
+
+
+def test_an_interrupted_upload_resumes_on_the_service(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    """SIGINT halfway through a syn:// upload, then the same command again: the
+    service still holds the parts added (the same request is the same upload),
+    so the rerun sends only the rest; nothing was registered in between."""
+    import signal
+
+    add = "PUT /file/multipart/{up}/add/{part}"
+    project = service.create_project("interrupted")
+    src = tmp_path / "big.bin"
+    data = os.urandom(30 * MiB)  # 6 parts of 5 MiB
+    src.write_bytes(data)
+    url = f"syn://{project}/in/big.bin"
+    args = ["cp", str(src), url, "--part-size", "5MiB", "--max-threads", "2"]
+    cmd = [sys.executable, "-m", "synxfer.cli.main", *args, "--state-dir", str(tmp_path / "st")]
+    before = service.stats().get(add, 0)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = 600  # x 0.05 s
+        while service.stats().get(add, 0) - before < 2 and proc.poll() is None and deadline:
+            deadline -= 1
+            time.sleep(0.05)
+        service.throttle(10_000, retry_after=1)  # hold it mid-upload: every call 429s
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        service.throttle(0)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    added = service.stats().get(add, 0) - before
+    assert 2 <= added < 6
+
+    async def registered() -> bool:
+        backend = await _backend(project)
+        try:
+            await backend.stat("in/big.bin")
+        except NotFound:
+            return False
+        finally:
+            await backend.aclose()
+        return True
+
+    assert not _run(registered())
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0, again.stderr
+    assert service.stats().get(add, 0) - before == 6  # each part added once in all
+    assert _run(registered())
+    back = tmp_path / "back.bin"
+    _run(_download(url, back))
+    assert back.read_bytes() == data
+
+
+async def _download(url: str, path: Path) -> None:
+    async with Client(_config()) as client:
+        await client.download_file(url, path)
 
 
 # -- the token is never shown ----------------------------------------------------------
