@@ -116,6 +116,9 @@ def _client(svc: SynapseService, cache: Path, token: str = TOKEN) -> Any:
         skip_checks=True,
         cache_root_dir=str(cache),
         silent=True,
+        # Not the default (~/.synapseConfig of the HOME synapseclient was
+        # imported under): nothing of a real account may leak in.
+        configPath=str(cache.parent / "absent.synapseConfig"),
     )
     syn.login(authToken=token, silent=True)
     return syn
