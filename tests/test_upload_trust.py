@@ -15,7 +15,6 @@ request body bytes the server received in both runs (the proxy's
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -35,7 +34,6 @@ from synxfer.engine.journal import Journal
 from synxfer_s3._trust import endpoint_trust
 from synxfer_servers.faultproxy import Fault, FaultProxy
 
-from ._s3server import UNSET_ENV
 from .conftest import PART, SMALL, CountingLayer
 
 SEED = 33
@@ -43,13 +41,7 @@ SEED = 33
 
 def _s3(world: Any) -> Any:
     """boto3, straight to the server (not through the proxy)."""
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        region_name=world.region,
-    )
+    return world.admin()
 
 
 def _objects(world: Any, bucket: str) -> dict[str, bytes]:
@@ -68,10 +60,7 @@ def _uploads(world: Any, bucket: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def world_env(s3_world: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``s3_world`` with its credentials in this process's environment."""
-    for name in UNSET_ENV:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in s3_world.env().items():
-        monkeypatch.setenv(name, value)
+    s3_world.apply(monkeypatch)
     return s3_world
 
 
@@ -152,14 +141,14 @@ async def test_a_tree_through_flipped_put_bodies_is_stored_right(
             r = await c.sync_to(src, f"s3://{bucket}/t")
         stats = proxy.snapshot()
         verdict = endpoint_trust(proxy.url).verdict
-    assert verdict == ("verifies" if world.name == "seaweedfs" else "not-verifying")
     assert stats.corrupted >= 10, stats  # the proxy did flip bytes
-    assert r.ok, r.failures
     stored = _objects(world, bucket)
-    assert sorted(stored) == sorted(f"t/{name}" for name in files)  # 0 missing
-    wrong = [name for name, data in files.items() if stored[f"t/{name}"] != data]
+    wrong = [name for name in files if stored.get(f"t/{name}", files[name]) != files[name]]
     assert wrong == []  # 0 stored with wrong bytes
+    assert sorted(stored) == sorted(f"t/{name}" for name in files)  # 0 missing
+    assert r.ok, r.failures
     assert _uploads(world, bucket) == []
+    assert verdict == ("verifies" if world.name == "seaweedfs" else "not-verifying")
 
 
 async def test_a_put_never_stored_right_fails_and_leaves_no_object(
@@ -201,11 +190,11 @@ def _cli(proxy_url: str, src: Path, url: str) -> list[str]:
 def test_interrupted_upload_resumes_without_listed_checksums(
     s3_world: Any, how: signal.Signals, tmp_path: Path
 ) -> None:
-    """Interrupted at half the bytes, the same command again sends at most
-    5 % more than the data (issue 33: 38.6 % when every part was re-sent)."""
+    """Interrupted once a third of the bytes arrived (the parts whole in the
+    proxy's hands then still arrive: the server has about half), the same
+    command again sends at most 5 % more than the data (issue 33: 38.6 %
+    when every part was re-sent)."""
     world = s3_world
-    if world.name not in ("stock-moto", "seaweedfs"):
-        pytest.skip("resume is measured on the servers whose ListParts lists no checksums")
     bucket = world.new_bucket()
     src = tmp_path / "src"
     rng = random.Random(7)
@@ -215,13 +204,12 @@ def test_interrupted_upload_resumes_without_listed_checksums(
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_bytes(data)
     total = sum(map(len, files.values()))
-    env = {k: v for k, v in os.environ.items() if k not in UNSET_ENV}
-    env |= {**world.env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**world.environ(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     with FaultProxy(world.endpoint_url, rate=0.0) as proxy:
         cmd = _cli(proxy.url, src, f"s3://{bucket}/p")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
-        while proxy.snapshot().body_bytes < total // 2:
+        while proxy.snapshot().body_bytes < total // 3:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -324,40 +312,3 @@ async def test_an_abandoned_upload_is_forgotten_only_once_aborted(
 def _uploads_at(url: str, bucket: str) -> list[Any]:
     s3 = boto3.client("s3", endpoint_url=url)
     return list(s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
-
-
-# -- TEMPORARY until tests/conftest.py has s3_world -------------------------------------
-
-
-class _World:
-    def __init__(self, name: str, url: str, key: str, secret: str) -> None:
-        self.name, self.endpoint_url, self.access_key, self.secret_key = name, url, key, secret
-        self.region = "us-east-1"
-        self.n = 0
-
-    def new_bucket(self) -> str:
-        self.n += 1
-        name = f"w{self.n}-{os.urandom(4).hex()}"
-        _s3(self).create_bucket(Bucket=name)
-        return name
-
-    def env(self) -> dict[str, str]:
-        return {
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_DEFAULT_REGION": self.region,
-        }
-
-
-@pytest.fixture(scope="module", params=["stock-moto", "seaweedfs"])
-def s3_world(request: Any, tmp_path_factory: Any) -> Any:
-    if request.param == "stock-moto":
-        from synxfer_servers.s3 import MotoProcess
-
-        with MotoProcess(stock=True) as m:
-            yield _World("stock-moto", m.endpoint_url, "testing", "testing")
-    else:
-        from synxfer_bench.targets import SeaweedTarget
-
-        with SeaweedTarget(tmp_path_factory.mktemp("weed")) as t:
-            yield _World("seaweedfs", t.endpoint_url, t.access_key, t.secret_key)

@@ -37,30 +37,9 @@ from synxfer_s3 import S3Backend
 
 from ._s3server import S3World
 
-_UNCHECKED_CRC = (
-    "issue 33: the server does not verify x-amz-checksum-crc32c ({}), and the backend "
-    "does not refuse a checksum that does not match the buffer it sends"
-)
 #: (server, test name) -> why it fails today; applied as strict xfails, to be
 #: removed as the client's fixes land.
-KNOWN: dict[tuple[str, str], str] = {
-    **{
-        (world, name): _UNCHECKED_CRC.format(what)
-        for world, what in (
-            ("stock-moto", "stock moto verifies no body checksum at all"),
-            ("ceph-rgw", "RGW verifies Content-MD5 only"),
-        )
-        for name in (
-            "test_put_wrong_checksum_rejected",
-            "test_put_wrong_checksum_keeps_old",
-            "test_upload_part_wrong_checksum_rejected",
-        )
-    },
-    ("ceph-rgw", "test_multipart_round_trip"): (
-        "issue 33: RGW 16.2 answers CompleteMultipartUpload with an empty <ETag></ETag>; "
-        "the backend returns it as the object's ETag"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 #: (server, test name) -> what the server does that no client can change;
 #: those tests are skipped on it, saying so.
 DEVIATIONS: dict[tuple[str, str], str] = {
