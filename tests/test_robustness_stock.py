@@ -198,6 +198,30 @@ def test_fsspec_rm_recursive_removes_markers(moto: str, bkt: str) -> None:
         fs.close()
 
 
+async def test_markers_leave_nothing_on_every_server(
+    s3_world: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same on SeaweedFS (a filesystem underneath, where ``d/`` is a
+    directory) and Ceph RGW as on stock moto."""
+    s3_world.apply(monkeypatch)
+    s3 = s3_world.admin()
+    bkt = s3_world.new_bucket()
+    for key in ("mk/", "mk/sub/", "lone/"):
+        s3.put_object(Bucket=bkt, Key=key, Body=b"")
+    s3.put_object(Bucket=bkt, Key="mk/sub/b.txt", Body=b"bb")
+    async with synxfer.Client(SMALL, endpoint_url=s3_world.endpoint_url) as c:
+        down = await c.sync(f"s3://{bkt}/", tmp_path / "down")
+        assert down.ok
+        landed = [p for p in (tmp_path / "down").rglob("*") if p.is_file()]
+        assert [p.relative_to(tmp_path / "down").as_posix() for p in landed] == ["mk/sub/b.txt"]
+        assert (await c.rm(f"s3://{bkt}/lone/")).ok
+        assert (await c.rm(f"s3://{bkt}/mk", recursive=True)).ok
+        left = s3.list_objects_v2(Bucket=bkt).get("Contents", [])
+        assert [o["Key"] for o in left] == []
+        assert (await c.remove_bucket(f"s3://{bkt}", force=True)).ok
+    assert bkt not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
 # --------------------------------------------------------------------------- malformed answers
 
 
