@@ -39,7 +39,7 @@ from synxfer import (
     TransientError,
 )
 from synxfer.backend import BackendOptions, MiB
-from synxfer_synapse import SynapseBackend, SynapseVendor, load_settings
+from synxfer_synapse import SynapseBackend, load_settings
 from synxfer_synapse._config import PRODUCTION_ENDPOINTS
 from synxfer_synapse._rest import SynapseRest
 
@@ -398,28 +398,23 @@ def test_unknown_entity_and_missing_file_are_named(
 def test_refused_access_names_the_entity_and_what_to_check(
     service: Any, home: Path, tmp_path: Path
 ) -> None:
-    from synxfer_servers.faultproxy import Fault, FaultProxy
-
     project = service.create_project("denied")
-    upstream = service.repo_endpoint.rsplit("/repo/v1", 1)[0]
-    with FaultProxy(
-        upstream,
-        rate=1.0,
-        faults={Fault.ACCESS_DENIED: 1},
-        match=lambda r: r.target.endswith("/entity/children"),
-    ) as proxy:
-        options = {"syn": {"repo_endpoint": f"{proxy.url}/repo/v1"}}
+    src = tmp_path / "src"
+    _tree(src)
 
-        async def main() -> None:
-            async with Client(_config(), backend_options=options) as client:
-                with pytest.raises(PermissionDenied) as caught:
-                    await client.sync_from(f"syn://{project}", tmp_path / "out")
-                text = str(caught.value)
-                assert f"syn://{project}" in text
-                assert "scopes" in text
-                assert "sharing settings" in text
+    async def main() -> None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(src, f"syn://{project}")).failures
+            service.deny(project)  # the user loses every permission on it
+            with pytest.raises(PermissionDenied) as caught:
+                await client.sync_from(f"syn://{project}", tmp_path / "out")
+            text = str(caught.value)
+            assert f"syn://{project}" in text
+            assert "HTTP 403" in text
+            assert "scopes" in text
+            assert "sharing settings" in text
 
-        _run(main())
+    _run(main())
 
 
 def test_a_faulty_service_is_survived(service: Any, home: Path, tmp_path: Path) -> None:
@@ -531,29 +526,18 @@ def test_throttling_is_survived_and_retry_after_honoured(
 
 
 def test_a_refused_part_is_sent_again_and_nothing_is_half_registered(
-    service: Any, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    service: Any, home: Path, tmp_path: Path
 ) -> None:
     project = service.create_project("refused")
     src = tmp_path / "src"
     src.mkdir()
     data = os.urandom(12 * MiB)
     (src / "big.bin").write_bytes(data)
-    real = SynapseVendor.part_done
-    lies = {"left": 1}
-
-    async def lying(self: SynapseVendor, upload: Any, number: int, md5_hex: str) -> None:
-        # The service compares the reported MD5 with the part it stored: a
-        # wrong one is refused (ADD_FAILED), as a part damaged on its way.
-        if lies["left"] > 0:
-            lies["left"] -= 1
-            md5_hex = "0" * 32
-        await real(self, upload, number, md5_hex)
-
-    monkeypatch.setattr(SynapseVendor, "part_done", lying)
     config = _config(part_size=5 * MiB, multipart_threshold=5 * MiB)
 
     async def main() -> None:
         async with Client(config) as client:
+            service.reject_parts(1)  # one add-part answered ADD_FAILED: sent again
             res = await client.sync_to(src, f"syn://{project}/ok")
             assert not res.failures
             assert res.retries >= 1
@@ -563,9 +547,12 @@ def test_a_refused_part_is_sent_again_and_nothing_is_half_registered(
 
             # Refused every time: the file fails, nothing is registered. (Other
             # bytes: the same request again would be the same, completed, upload.)
-            lies["left"] = 100
+            service.reject_parts(100)
             (src / "big.bin").write_bytes(os.urandom(12 * MiB))
-            res = await client.sync_to(src, f"syn://{project}/never")
+            try:
+                res = await client.sync_to(src, f"syn://{project}/never")
+            finally:
+                service.reject_parts(0)
             assert len(res.failures) == 1
             failure = res.failures[0]
             assert "big.bin" in failure.path
