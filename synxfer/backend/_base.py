@@ -51,7 +51,10 @@ class Capabilities:
 
     ``part_checksum`` names the checksum the backend wants with every put and
     part (the engine computes it off the event loop from the very buffer it
-    sends, and the server verifies it); ``None`` means none.
+    sends); ``None`` means none. It is fixed for the backend's life (layers
+    copy it): a backend whose server may not verify it learns that at run
+    time and adds its own proof, off the loop too (the S3 backend's
+    Content-MD5 and ETag check, decision 0026).
     """
 
     multipart: bool = True
