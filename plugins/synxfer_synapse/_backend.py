@@ -446,7 +446,8 @@ class SynapseBackend(UrlBackend):
             queue: list[list[Any]] = json.loads(cursor)["q"]
         else:
             base, _, start = prefix.rpartition("/")
-            folder = await self.tree.folder(base, create=False)
+            async with self.options.requests.slot():
+                folder = await self.tree.folder(base, create=False)
             if folder is None:
                 return ListPage([], None)
             queue = [[folder, f"{base}/" if base else "", None, start]]
@@ -462,14 +463,15 @@ class SynapseBackend(UrlBackend):
             if token:
                 body["nextPageToken"] = token
             try:
-                doc = await self.rest.call(
-                    "POST",
-                    "repo",
-                    "/entity/children",
-                    body=body,
-                    url=self.url(path),
-                    what="list children",
-                )
+                async with self.options.requests.slot():
+                    doc = await self.rest.call(
+                        "POST",
+                        "repo",
+                        "/entity/children",
+                        body=body,
+                        url=self.url(path),
+                        what="list children",
+                    )
             except NotFound:
                 if folder_id == self.bucket:
                     raise BucketNotFound(
