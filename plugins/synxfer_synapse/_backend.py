@@ -61,7 +61,6 @@ from synxfer.backend import (
     BucketNotFound,
     Capabilities,
     Checksum,
-    CompletedPart,
     ConfigError,
     ContentDigests,
     GiB,
@@ -121,7 +120,7 @@ class _Pending:
     size: int
     md5: str
     content_type: str | None
-    #: Parts the service holds (its ``partsState``): not sent again.
+    #: Parts the service holds when the upload starts (``partsState``): not sent again.
     done: set[int] = field(default_factory=set)
     #: The entity holds these bytes already: nothing is sent or registered.
     unchanged: Remote | None = None
@@ -239,7 +238,7 @@ class SynapseVendor(UrlVendor):
             state.done = set(range(1, parts + 1))
             upload_id = f"unchanged-{existing.entity_id}-{md5}"
             self.pending[upload_id] = state
-            return VendedUpload(key, upload_id, part_size, state=state)
+            return self._vended(key, upload_id, part_size, state)
         body: dict[str, Any] = {
             "concreteType": _UPLOAD_REQUEST,
             "contentType": content_type or "application/octet-stream",
@@ -263,7 +262,16 @@ class SynapseVendor(UrlVendor):
             state.done = set(range(1, parts + 1))
         upload_id = str(doc["uploadId"])
         self.pending[upload_id] = state
-        return VendedUpload(key, upload_id, part_size, state=state)
+        return self._vended(key, upload_id, part_size, state)
+
+    @staticmethod
+    def _vended(key: str, upload_id: str, part_size: int, state: _Pending) -> VendedUpload:
+        # Synapse keys an upload by the whole file's MD5: a part it holds is
+        # this content's, though partsState gives no part MD5s.
+        done = dict.fromkeys(sorted(state.done), "")
+        return VendedUpload(
+            key, upload_id, part_size, done_parts=done, state=state, content_pinned=True
+        )
 
     async def upload_urls(
         self, upload: VendedUpload, numbers: Sequence[int]
@@ -313,9 +321,6 @@ class SynapseVendor(UrlVendor):
                 "again while retries last",
                 url=url,
             )
-        pending = self.pending.get(upload.upload_id)
-        if pending is not None:
-            pending.done.add(number)
 
     async def complete(self, upload: VendedUpload) -> ObjectInfo:
         url = self.backend.url(upload.key)
@@ -431,7 +436,7 @@ class SynapseBackend(UrlBackend):
         if remote is None:
             raise NotFound(f"no such file in Synapse: {self.url(key)}", url=self.url(key))
         if self.syn.remember(key, remote):
-            self._downloads.pop(key, None)
+            self.forget_url(key)
         return remote.info(key)
 
     async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
@@ -521,7 +526,7 @@ class SynapseBackend(UrlBackend):
                 raise NotFound(f"no such file in Synapse: {self.url(key)}", url=self.url(key))
             if self.syn.remember(key, remote):
                 # Another version: the cached URL is the old handle's.
-                self._downloads.pop(key, None)
+                self.forget_url(key)
         if if_match is not None and remote.info(key).etag != if_match:
             raise PreconditionFailed(
                 f"{self.url(key)} changed (a new version) while it was being read",
@@ -541,8 +546,9 @@ class SynapseBackend(UrlBackend):
         """Ranged GETs of the handle's pre-signed URL (the SDK's); the info is
         the entity's (size, MD5), which the engine verifies the bytes against."""
         remote = await self._pinned(key, if_match)
-        await super().read_into(key, offset, buf, whole=whole)
-        return remote.info(key)
+        info = remote.info(key)
+        await super().read_into(key, offset, buf, if_match=info.etag, whole=whole)
+        return info
 
     async def read(
         self,
@@ -623,21 +629,6 @@ class SynapseBackend(UrlBackend):
                 url=self.url(key),
             )
         return await super().create_multipart(key, options)
-
-    async def upload_part(
-        self,
-        upload: MultipartUpload,
-        number: int,
-        data: Payload,
-        checksum: Checksum | None = None,
-    ) -> CompletedPart:
-        pending = self.syn.pending.get(upload.upload_id)
-        if pending is not None and number in pending.done:
-            md5 = md5_hex_of_b64(checksum.value) if checksum is not None else None
-            if md5 is None:
-                md5 = await to_thread_holding(_md5_hex, data)
-            return CompletedPart(number, md5, len(data))
-        return await super().upload_part(upload, number, data, checksum)
 
 
 def _md5_hex(data: Payload) -> str:
