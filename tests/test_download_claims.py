@@ -421,3 +421,30 @@ async def test_streamed_copy_of_own_multipart_is_verified_by_the_etag(
     (warning,) = result.warnings
     assert warning.kind == "wrong-checksum"
     assert "verified by the MD5 of the part MD5s (multipart ETag) instead" in warning.message
+
+
+async def test_streamed_multipart_copy_replans_on_the_claim_that_matches(
+    moto_world: S3World, tmp_path: Path
+) -> None:
+    """s3 -> scp on stock moto, streamed in parts: the 11 MiB synxfer
+    multipart object's CRC32C composite fails the same way on every read;
+    the copy is made again checked against its MD5 ETag, lands whole, and a
+    warning names the wrong claim; no multipart upload is left behind."""
+    src_bucket, dst_bucket = _bucket(moto_world, "mpsrc"), _bucket(moto_world, "mpdst")
+    data = random.Random(SEED).randbytes(11 * MiB + 123)
+    (tmp_path / "f.bin").write_bytes(data)
+    config = CONFIG.evolve(part_size=5 * MiB, multipart_threshold=5 * MiB)
+    endpoints = {"s3": moto_world.endpoint_url, "scp": moto_world.endpoint_url}
+    async with synxfer.Client(config, endpoints=endpoints) as client:
+        up = await client.upload_file(tmp_path / "f.bin", f"s3://{src_bucket}/f.bin")
+        assert up.ok, up.failures
+        result = await client.copy(f"s3://{src_bucket}/f.bin", f"scp://{dst_bucket}/f.bin")
+    assert result.ok, result.failures
+    s3 = _boto(moto_world)
+    assert s3.get_object(Bucket=dst_bucket, Key="f.bin")["Body"].read() == data
+    assert s3.list_multipart_uploads(Bucket=dst_bucket).get("Uploads", []) == []
+    assert result.not_verified == 0
+    (warning,) = result.warnings
+    assert warning.kind == "wrong-checksum"
+    assert "the store's CRC32C of the part CRC32Cs is wrong for these bytes" in warning.message
+    assert "verified by the MD5 of the part MD5s (multipart ETag) instead" in warning.message

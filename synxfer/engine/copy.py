@@ -57,7 +57,6 @@ from .verify import (
     check_version,
     fetch_checked,
     gather_claims,
-    gather_layout,
     gave_up,
     plan,
     primary,
@@ -332,20 +331,70 @@ def _destination_takes(ranges: list[Part], caps: Capabilities) -> bool:
     )
 
 
+class _WrongClaim(Exception):
+    """The planned claim failed the same way on every read (not an
+    IntegrityError: no retry), and another one can be planned instead."""
+
+    def __init__(self, error: IntegrityError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 async def _stream_parts(engine: Engine, job: _Copy) -> tuple[int, bool]:
     """Ranged reads feeding the parts of a multipart upload, checked as a
     ranged download is (:mod:`.verify`), the ranges in doubt sent again on
-    a mismatch; completed only when the check passes, aborted otherwise."""
+    a mismatch; completed only when the check passes, aborted otherwise.
+
+    The bytes are not kept, so another claim cannot be computed from them
+    after the fact (as a download does): when the planned claim fails the
+    same way on every read and another one with a known layout exists (the
+    MD5 ETag of synxfer's objects on a store whose CRC composite is wrong),
+    the copy is made again, checked against that one, and a warning names
+    the wrong claim."""
+    src, src_key = job.src, job.src_key
+    # A HEAD first: ranged GETs carry no whole-object checksum.
+    info = await src.stat(src_key)
+    url = src.url(src_key)
+    check_size(url, job.size, info, "copy")
+    check_version(url, job.etag, info)
+    claims = await gather_claims(src, src_key, info, info.etag)
+    exp, layout = primary(claims)
+    fallbacks = [c for c in claims if not c.inferred and c.exp != exp]
+    wrong: Expectation | None = None
+    while True:
+        try:
+            done = await _stream_parts_checked(engine, job, info, exp, layout, bool(fallbacks))
+        except _WrongClaim as bad:
+            if not fallbacks:
+                raise bad.error from None
+            wrong = wrong or exp
+            claim = fallbacks.pop(0)
+            exp, layout = claim.exp, (claim.layouts[0] if claim.layouts else None)
+            log.info("%s; copying it again, checked against its %s", bad.error, exp.what)
+            continue
+        if wrong is not None and exp is not None:
+            engine.warn(
+                f"{url}: the store's {wrong.what} is wrong for these bytes; "
+                f"verified by the {exp.what} instead"
+            )
+        return done
+
+
+async def _stream_parts_checked(
+    engine: Engine,
+    job: _Copy,
+    info: ObjectInfo,
+    exp: Expectation | None,
+    layout: Layout | None,
+    replan: bool,
+) -> tuple[int, bool]:
+    """One multipart copy checked against ``exp`` (``replan``: a consistent
+    mismatch raises :class:`_WrongClaim`, another claim can be tried)."""
     src, src_key, dst, dst_key = job.src, job.src_key, job.dst, job.dst_key
     size, etag = job.size, job.etag
     scheduler = engine.scheduler
     url, dst_url = src.url(src_key), dst.url(dst_key)
     caps = dst.capabilities
-    # A HEAD first: ranged GETs carry no whole-object checksum.
-    info = await src.stat(src_key)
-    check_size(url, size, info, "copy")
-    check_version(url, etag, info)
-    exp, layout = await gather_layout(src, src_key, info, info.etag)
     part_size = _choose_part_size(size, engine.config.part_size, caps, exp, layout)
     if part_size is None:
         log.warning(
@@ -400,8 +449,15 @@ async def _stream_parts(engine: Engine, job: _Copy) -> tuple[int, bool]:
     upload = await dst.create_multipart(
         dst_key, _options(job.base, info, part_size if uniform else None)
     )
+
+    async def vouch(error: IntegrityError | None, settled: bool) -> None:
+        if error is not None and settled and replan:
+            raise _WrongClaim(error)
+        if error is not None:
+            raise error
+
     try:
-        await fetch_checked(engine, "copy", sums, url, dst_url, turns, move, moved)
+        await fetch_checked(engine, "copy", sums, url, dst_url, turns, move, moved, vouch=vouch)
         result = await dst.complete_multipart(upload, [done[n] for n in sorted(done)])
     except BaseException:
         await abort_upload(dst, upload)
