@@ -319,11 +319,14 @@ class VerifyChecksums:
 
 
 def _echoing(start_response: Callable[..., Any], echo: list[tuple[str, str]]) -> Callable[..., Any]:
-    """``start_response`` that adds ``echo`` to a 2xx answer's headers."""
+    """``start_response`` that adds ``echo`` to a 2xx answer's headers, but
+    not a header moto already sent (twice, boto3 reads ``v, v`` as the part's
+    checksum and CompleteMultipartUpload fails with BadDigest)."""
 
     def respond(status: str, headers: Any, exc_info: Any = None) -> Any:
         if status.startswith("2"):
-            headers = [*headers, *echo]
+            present = {name.lower() for name, _ in headers}
+            headers = [*headers, *(h for h in echo if h[0].lower() not in present)]
         return start_response(status, headers, exc_info)
 
     return respond
