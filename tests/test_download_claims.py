@@ -448,3 +448,28 @@ async def test_streamed_multipart_copy_replans_on_the_claim_that_matches(
     assert warning.kind == "wrong-checksum"
     assert "the store's CRC32C of the part CRC32Cs is wrong for these bytes" in warning.message
     assert "verified by the MD5 of the part MD5s (multipart ETag) instead" in warning.message
+
+
+async def test_a_server_side_copy_keeps_the_wrong_claim_and_the_etag_overrules_it(
+    moto_world: S3World, tmp_path: Path
+) -> None:
+    """Stock moto's CopyObject of a synxfer multipart object keeps its wrong
+    CRC32C (now without ``-N``) and gives the copy a single-part ETag: the
+    copy's download is verified by that MD5, the CRC32C named wrong."""
+    bucket = _bucket(moto_world, "sscopy")
+    data = random.Random(SEED).randbytes(11 * MiB + 5)
+    (tmp_path / "a").write_bytes(data)
+    config = CONFIG.evolve(part_size=5 * MiB, multipart_threshold=5 * MiB)
+    async with synxfer.Client(config, endpoint_url=moto_world.endpoint_url) as client:
+        assert (await client.upload_file(tmp_path / "a", f"s3://{bucket}/a")).ok
+        copied = await client.copy(f"s3://{bucket}/a", f"s3://{bucket}/b")
+        assert copied.ok, copied.failures
+        assert copied.bytes_downloaded == 0  # server-side
+        result = await client.download_file(f"s3://{bucket}/b", tmp_path / "b")
+    assert result.ok, result.failures
+    assert (tmp_path / "b").read_bytes() == data
+    assert result.not_verified == 0
+    (warning,) = result.warnings
+    assert warning.message == (
+        f"s3://{bucket}/b: the store's CRC32C is wrong for these bytes; verified by the MD5 instead"
+    )
