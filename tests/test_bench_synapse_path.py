@@ -95,6 +95,42 @@ def test_s3_sync_cli_is_aws_s3_sync_both_ways(tmp_path: Path) -> None:
     )
 
 
+def test_synapse_columns_get_the_service_a_thread_count_and_no_storage_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread count N: max_threads N in the fresh HOME's ~/.synapseConfig (and
+    --threads N) for synapseclient, --max-threads N for synxfer; no AWS keys in their
+    environment; the token only in the config file, never on a command line."""
+    import types
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-for-synapse-clients")
+    target = SynapsePathTarget(tmp_path)
+    target.service = types.SimpleNamespace(  # type: ignore[assignment]
+        repo="http://127.0.0.1:9/repo/v1",
+        auth="http://127.0.0.1:9/auth/v1",
+        file="http://127.0.0.1:9/file/v1",
+    )
+    target.project = "syn1000"
+    tools = {t.label: t for t in make_synapse_tools(["synapseutils", "synxfer"], Peers(tmp_path))}
+    op = Op("upload", "row/tool-0/", tmp_path / "src", 25)
+    utils = tools["Synapseutils"].command(op, target, tmp_path / "s1")
+    config = (Path(utils.env["HOME"]) / ".synapseConfig").read_text()
+    assert "max_threads = 25" in config
+    assert "repoEndpoint = http://127.0.0.1:9/repo/v1" in config
+    assert target.token in config
+    assert utils.argv[-2:] == ["--threads", "25"]
+    assert utils.argv[6:10] == ["--project", "syn1000", "--path", "row/tool-0"]
+    ours = tools["synxfer"].command(op, target, tmp_path / "s2")
+    assert ours.argv[3:6] == ["sync", str(tmp_path / "src"), "syn://syn1000/row/tool-0"]
+    assert ours.argv[-2:] == ["--max-threads", "25"]
+    for command in (utils, ours):
+        assert not [k for k in command.env if k.startswith("AWS_")]
+        assert target.token not in " ".join(command.argv)
+    # A fresh HOME per run: the next run does not find the last one's cache.
+    again = tools["Synapseutils"].command(op, target, tmp_path / "s1")
+    assert again.env["HOME"] != utils.env["HOME"]
+
+
 def _sample(tool: str, direction: str, seconds: float, **counters: float) -> Sample:
     s = Sample("25x40KiB", tool, direction, 0, None, 25, 25 * 40 * KiB)
     s.seconds, s.cpu_user, s.verified = seconds, seconds / 4, True
