@@ -856,7 +856,9 @@ def report_lines(report: ScenarioReport) -> list[str]:
             "Median per run: requests the Synapse-style service answered (its own counts, "
             "every route) and per file; S3 requests the store answered "
             "(`SeaweedFS_s3_request_total`, every bucket and code: the pre-signed PUTs and "
-            "GETs of the Synapse clients, the direct requests of aws and s5cmd); CPU seconds "
+            "GETs of the Synapse clients and the service's own calls for them -- create, "
+            "list parts, complete a multipart upload -- or the direct requests of aws and "
+            "s5cmd); CPU seconds "
             "of the service's process, of the store's process tree, and of the client's.",
             "",
             *_md(
