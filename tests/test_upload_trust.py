@@ -15,6 +15,7 @@ request body bytes the server received in both runs (the proxy's
 
 from __future__ import annotations
 
+import hashlib
 import random
 import signal
 import subprocess
@@ -173,6 +174,48 @@ async def test_a_put_never_stored_right_fails_and_leaves_no_object(
     assert "stored other bytes than those sent" in error
     assert "s3.check_etag=false" in error
     assert "Contents" not in boto3.client("s3", endpoint_url=url).list_objects_v2(Bucket="never")
+
+
+@pytest.mark.parametrize(
+    ("sse", "etag", "stored_ok"),
+    [
+        (None, "MD5", True),
+        (None, "0" * 32, False),  # another MD5: other bytes were stored
+        ("AES256", "0" * 32, False),  # SSE-S3 ETags are MD5s
+        ("aws:kms", "0" * 32, True),  # SSE-KMS and SSE-C ETags are not
+        ("SSE-C", "0" * 32, True),
+        (None, "not-an-md5-etag", True),  # nothing to compare
+    ],
+)
+async def test_which_answers_prove_the_stored_bytes(
+    sse: str | None, etag: str, stored_ok: bool
+) -> None:
+    """The ETag proof, answer by answer (no server here encrypts with KMS or
+    a customer key, so the answers are made up): an ETag is compared with
+    the MD5 of the bytes sent unless the object is SSE-KMS/SSE-C encrypted
+    or the ETag is no MD5; an echoed CRC32C equal to the one sent proves the
+    bytes whatever the ETag, and teaches the endpoint's verdict."""
+    from synxfer.backend import BackendOptions
+    from synxfer_s3._backend import S3Backend
+    from synxfer_s3._headers import b64md5
+    from synxfer_s3._parts import crc32c_b64
+    from synxfer_s3._trust import EndpointTrust, StoredOtherBytes
+
+    data = b"the bytes sent"
+    md5 = b64md5(data)
+    etag = hashlib.md5(data).hexdigest() if etag == "MD5" else etag
+    backend = S3Backend("b", BackendOptions(endpoint_url="http://127.0.0.1:9"))
+    backend._trust = trust = EndpointTrust("http://127.0.0.1:9")
+    sums = {"crc32c": crc32c_b64(data)}
+    if stored_ok:
+        await backend._check_stored("PutObject", "k", data, md5, sums, (etag, {}, sse))
+    else:
+        with pytest.raises(StoredOtherBytes, match="stored other bytes than those sent"):
+            await backend._check_stored("PutObject", "k", data, md5, sums, (etag, {}, sse))
+    assert trust.verdict == "not-verifying"
+    trust.verdict = "unknown"
+    await backend._check_stored("PutObject", "k", data, None, sums, (etag, sums, sse))
+    assert trust.verdict == "verifies"
 
 
 # -- resume where ListParts lists no part checksums ----------------------------------------
