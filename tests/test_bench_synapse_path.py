@@ -174,6 +174,14 @@ def test_the_report_has_goals_counts_and_the_seeds_figures(tmp_path: Path) -> No
     # The seed's 11/14/2023 upload table: 10.43 s over S3 Sync's 1.83 s, and this run's 4/2.
     assert "10.43 (5.70x); here 4.00 (2.00x)" in text
     assert "The seed's published figures (for shape only)" in again.markdown()
+    # On a 2-CPU machine the defaults are the seed's 6 threads: the 6-thread study is
+    # filled from a run at the defaults; on 4 CPUs (default 8) it is not.
+    again.machine["cpu_count"] = 2
+    assert "| 25x40KiB | 10.75; here 4.00 (2.00x) | 10.96 | 1.00 |" in "\n".join(
+        report_lines(again)
+    )
+    again.machine["cpu_count"] = 4
+    assert "| 25x40KiB | 10.75 | 10.96 |  |" in "\n".join(report_lines(again))
     # load_result keeps the samples' counters too.
     data = json.loads((tmp_path / "results.json").read_text())
     assert load_result(data).samples[0].counters[STORAGE_REQUESTS] == 25
