@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import TypedDict, Unpack
+from typing import Literal, TypedDict, Unpack
 
 from ._config import TransferConfig, check_capabilities, check_write_options
 from ._exceptions import BucketNotFound, ConfigError, NotFound
@@ -678,6 +678,41 @@ class Client:
         except NotImplementedError:
             raise _no_buckets(name, "list_buckets") from None
 
+    # -- presigned URLs --------------------------------------------------------
+
+    async def presign(
+        self, url: str, *, expires_in: int = 3600, method: Literal["GET", "PUT"] = "GET"
+    ) -> str:
+        """A URL that lets anyone without credentials GET (download) or PUT
+        (upload) the object ``url`` names for ``expires_in`` seconds:
+        ``aws s3 presign``, ``synxfer presign``.
+
+        Signed locally, with the client's credentials, endpoint and region
+        for that scheme; nothing is sent, so the object need not exist. The
+        URL is a bearer credential until it expires: hand it only to whom
+        it is for. Bounds of ``expires_in`` are the service's (S3: 1 second
+        to 7 days); values outside them, a scheme that cannot presign, or
+        credentials that cannot sign raise ConfigError saying what to do.
+        """
+        if method not in ("GET", "PUT"):
+            raise ConfigError(f"presign: method={method!r}: expected 'GET' or 'PUT'")
+        if isinstance(expires_in, bool) or not isinstance(expires_in, int) or expires_in < 1:
+            raise ConfigError(
+                f"--expires-in / expires_in={expires_in!r}: give a whole number of seconds, "
+                "at least 1"
+            )
+        loc = self._remote(url)
+        if not loc.key or loc.key.endswith("/"):
+            raise ConfigError(
+                f"presign needs an object URL like {loc.scheme}://bucket/key, not {url!r}"
+            )
+        _refuse_without(loc.scheme, "presign")
+        backend = await self._backend(loc)
+        try:
+            return await backend.presign(loc.key, method, expires_in)
+        except NotImplementedError:
+            raise _no_buckets(loc.scheme, "presign") from None
+
     async def _bucket_backend(self, url: str, primitive: str) -> Backend:
         """The backend of the bucket ``url`` names, whose class has ``primitive``."""
         loc = self._remote(url)
@@ -802,6 +837,8 @@ def _refuse_without(scheme: str, primitive: str) -> None:
 
 
 def _no_buckets(scheme: str, primitive: str) -> ConfigError:
+    if primitive == "presign":
+        return ConfigError(f"{scheme}:// cannot presign URLs (its backend has no presign)")
     verbs = {"create_bucket": "created", "delete_bucket": "removed", "list_buckets": "listed"}
     verb = verbs[primitive]
     return ConfigError(

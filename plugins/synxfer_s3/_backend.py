@@ -803,6 +803,12 @@ class S3Backend(Backend):
             token = page.next_token
             guard.check(token)
 
+    async def presign(self, key: str, method: Literal["GET", "PUT"], expires_in: int) -> str:
+        """A SigV4 query-signed URL for ``key`` (see :mod:`._presign`)."""
+        from ._presign import presign_url
+
+        return await presign_url(self.wire, self.bucket, key, method, expires_in)
+
     # -- for _copy -------------------------------------------------------------------
 
     def copy_part_size_for(self, size: int) -> int:

@@ -373,6 +373,21 @@ class Backend(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot list buckets")
 
+    # -- presigned URLs (optional) ---------------------------------------------
+
+    async def presign(self, key: str, method: Literal["GET", "PUT"], expires_in: int) -> str:
+        """A URL with which anyone may ``method`` (GET: read, PUT: write) the
+        object ``key`` without credentials, for ``expires_in`` seconds
+        (``synxfer presign``, ``aws s3 presign``).
+
+        Signed locally with the backend's credentials; no request is sent.
+        A value of ``expires_in`` the service does not allow, or credentials
+        that cannot sign (anonymous; no private key), raise ConfigError
+        saying what is needed. The URL is a bearer credential for that object
+        until it expires: never log it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot presign URLs")
+
     # -- conveniences built on the primitives --------------------------------
 
     async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:

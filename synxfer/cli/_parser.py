@@ -403,6 +403,36 @@ def _rb(rb: Parser) -> None:
     _add_common(rb, suppress=True)
 
 
+def _expires_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of seconds (e.g. 3600 for an hour)"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least 1 second")
+    return value
+
+
+def _presign(presign: Parser) -> None:
+    presign.add_argument("url", help="URL of an object, like s3://bucket/key")
+    presign.add_argument(
+        "--expires-in",
+        metavar="SECONDS",
+        type=_expires_arg,
+        default=3600,
+        help="how long the URL works, in seconds (default 3600; S3 and GCS: at most "
+        "604800, 7 days)",
+    )
+    presign.add_argument(
+        "--put",
+        action="store_true",
+        help="an upload URL (HTTP PUT of the object's bytes) instead of a download URL",
+    )
+    _add_common(presign, suppress=True)
+
+
 #: Every command: its one-line help (what ``synxfer --help`` lists), its
 #: description, and what adds its arguments.
 _COMMANDS: dict[str, tuple[str, str, Callable[[Parser], None]]] = {
@@ -450,6 +480,14 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[Parser], None]]] = {
         "remove a bucket",
         "Delete an empty bucket (s3, gs, scp); with --force, delete every object in it first.",
         _rb,
+    ),
+    "presign": (
+        "print a URL that reads (or, with --put, writes) an object without credentials",
+        "Print a presigned URL for an object: anyone with it may GET the object (or, with "
+        "--put, upload it with an HTTP PUT) until it expires. Signed locally with your "
+        "credentials (s3: SigV4; gs: a V4 signed URL, which needs a service-account key); "
+        "the URL is a credential for that object: share it only with whom it is for.",
+        _presign,
     ),
 }
 

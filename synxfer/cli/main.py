@@ -1,5 +1,5 @@
-"""The ``synxfer`` command: ``cp``, ``sync``, ``mv``, ``ls``, ``rm``, ``mb`` and ``rb``,
-with aws-cli-like flags.
+"""The ``synxfer`` command: ``cp``, ``sync``, ``mv``, ``ls``, ``rm``, ``mb``, ``rb``
+and ``presign``, with aws-cli-like flags.
 
 Exit codes: 0 success; 1 when any file failed (or the run failed at the
 backend); 2 for usage and configuration errors (bad option, malformed URL,
@@ -94,6 +94,7 @@ def _check_locations(args: argparse.Namespace) -> None:
             resolve(loc.scheme)  # raises UnknownScheme, with an install hint
     needs = {"mb": "a bucket URL like s3://bucket", "ls": "a URL like s3://bucket/prefix"}
     needs |= {"rb": needs["mb"], "rm": needs["ls"]}  # the remote-only commands
+    needs["presign"] = "an object URL like s3://bucket/key"
     if args.command in needs:
         if locations[0].is_local:
             raise ConfigError(
@@ -370,6 +371,12 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
         if args.command == "ls":
             await _ls(client, args)
             return None
+        if args.command == "presign":
+            url = await client.presign(
+                args.url, expires_in=args.expires_in, method="PUT" if args.put else "GET"
+            )
+            print(url, flush=True)
+            return None
         if args.command == "mb":
             await client.make_bucket(args.url, region=args.region)
             _bucket_line(args, "make_bucket")
@@ -534,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _setup_logging(args.verbose)
     printer: EventPrinter | None = None
-    if args.command not in ("ls", "mb"):
+    if args.command not in ("ls", "mb", "presign"):
         show_progress = args.progress
         if show_progress is None:
             show_progress = not args.quiet and sys.stderr.isatty()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .._models import (
     BucketInfo,
@@ -164,3 +164,7 @@ class Layer(Backend):
 
     async def list_buckets(self) -> list[BucketInfo]:
         return await self._call("list_buckets", self.inner.list_buckets)
+
+    async def presign(self, key: str, method: Literal["GET", "PUT"], expires_in: int) -> str:
+        # Local signing, no request: no slot, no retry, no timeout.
+        return await self.inner.presign(key, method, expires_in)
