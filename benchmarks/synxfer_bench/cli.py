@@ -44,7 +44,7 @@ from .scenarios import QUICK, SCENARIOS, Row, Scenario, human_size, parse_rows, 
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = ("run", "setup-peers", "report", "compare", "blockstore")
+SUBCOMMANDS = ("run", "setup-peers", "report", "compare", "blockstore", "integrity")
 DEFAULT_WORK_DIR = Path("bench-work")
 #: Where the committed reports live, in a clone of the repository.
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
@@ -333,6 +333,8 @@ def build_parser() -> Parser:
         help="a cell is a regression when B/A > 1 + threshold (default 0.1)",
     )
 
+    _add_integrity(sub)
+
     sub.add_parser(
         "blockstore",
         help="the block-store benchmark (synxfer_bench.blockstore); arguments pass through",
@@ -342,8 +344,18 @@ def build_parser() -> Parser:
 
 
 def _normalize(argv: Sequence[str]) -> list[str]:
-    """Make ``run`` the default subcommand: ``synxfer-bench --quick`` == ``... run --quick``."""
+    """Make ``run`` the default subcommand: ``synxfer-bench --quick`` == ``... run --quick``.
+
+    ``run --scenario integrity ...`` is the ``integrity`` subcommand (its
+    own options: servers, rounds; no rows).
+    """
     args = list(argv)
+    for i, arg in enumerate(args):
+        if arg == "--scenario=integrity" or (
+            arg == "--scenario" and i + 1 < len(args) and args[i + 1] == "integrity"
+        ):
+            rest = args[:i] + args[i + (1 if "=" in arg else 2) :]
+            return ["integrity", *(rest[1:] if rest[:1] == ["run"] else rest)]
     if args and (args[0] in SUBCOMMANDS or args[0] in ("-h", "--help")):
         return args
     return ["run", *args]
@@ -662,6 +674,113 @@ def _write_report(
     report.write_markdown(out_dir / "report.md", pictures)
 
 
+# --------------------------------------------------------------------------- integrity
+
+
+def _add_integrity(sub: argparse._SubParsersAction[_BenchParser]) -> None:
+    from .integrity import DEFAULT_TOOLS, SERVERS
+
+    p = sub.add_parser(
+        "integrity",
+        help="the integrity scenario (also: run --scenario integrity): flipped PUT/GET bodies",
+        description=(
+            "Issue 33's integrity scenario: each tool uploads a seeded tree (60 small files "
+            "and one of 40 MiB) through a proxy that inverts one byte in 30 %% of the PUT "
+            "bodies, and downloads it (its own objects and aws-cli's) through one that does "
+            "the same to GetObject bodies, against each S3 server as it ships; reports "
+            "corrupt stored, corrupt landed, missing and exit codes per tool, server and "
+            "direction. Exit 0 when synxfer's row is 0 corrupt everywhere, 1 otherwise."
+        ),
+    )
+    p.add_argument(
+        "--targets",
+        metavar="LIST",
+        default=",".join(SERVERS),
+        help=f"comma-separated servers (default: {','.join(SERVERS)})",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="LIST",
+        default=",".join(DEFAULT_TOOLS),
+        help=f"comma-separated tools (default: {','.join(DEFAULT_TOOLS)})",
+    )
+    p.add_argument(
+        "--rounds", type=positive_int, default=3, metavar="N", help="rounds per cell (default 3)"
+    )
+    p.add_argument(
+        "--directions",
+        default="put,get",
+        metavar="LIST",
+        help="put, get or both (default put,get)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and the proxy (default 0)")
+    p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, metavar="DIR")
+    p.add_argument("--peers-venv", type=Path, metavar="DIR", help="default: <work-dir>/peers-venv")
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="where table.txt, results.json, report.md go "
+        "(default: <work-dir>/results/integrity-<time>/)",
+    )
+    p.add_argument("--note", default="", help="a sentence to put at the top of the report")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="stop a tool's run after this long (default 900)",
+    )
+
+
+def _integrity(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .integrity import DEFAULT_TOOLS, SERVERS, run_integrity
+    from .tools import KNOWN_TOOLS
+
+    def items(text: str) -> list[str]:
+        return [x.strip() for x in text.split(",") if x.strip()]
+
+    servers, tools, directions = items(args.targets), items(args.tools), items(args.directions)
+    for name in servers:
+        if name not in SERVERS:
+            _log(f"synxfer-bench: error: --targets: unknown server {name!r} "
+                 f"(known: {', '.join(SERVERS)})")  # fmt: skip
+            return 2
+    for name in tools:
+        if name not in KNOWN_TOOLS:
+            _log(f"synxfer-bench: error: --tools: unknown tool {name!r} "
+                 f"(known: {', '.join(DEFAULT_TOOLS)})")  # fmt: skip
+            return 2
+    if not servers or not tools or not set(directions) <= {"put", "get"} or not directions:
+        _log("synxfer-bench: error: --targets, --tools and --directions (put,get) need values")
+        return 2
+    out_dir = args.out or _default_out(args.work_dir, "integrity", "servers")
+    try:
+        report = run_integrity(
+            servers=servers,
+            tools=tools,
+            rounds=args.rounds,
+            seed=args.seed,
+            work_dir=args.work_dir,
+            peers_venv=args.peers_venv,
+            directions=directions,
+            timeout=args.timeout,
+            log=_log,
+        )
+    except KeyboardInterrupt:
+        _log("synxfer-bench: interrupted (servers stopped)")
+        return 130
+    except (BenchError, RuntimeError, OSError) as exc:
+        _log(f"synxfer-bench: error: {exc}")
+        return 1
+    report.command = "synxfer-bench " + shlex.join(argv)
+    report.note = args.note
+    report.write(out_dir)
+    print(report.terminal())
+    _log(f"report written to {out_dir}/ (table.txt, results.json, report.md)")
+    return 0 if report.synxfer_clean() else 1
+
+
 # --------------------------------------------------------------------------- other commands
 
 
@@ -798,6 +917,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _compare(args)
     if args.command == "report":
         return _report(args)
+    if args.command == "integrity":
+        return _integrity(args, normalized)
     if not args.quick and not args.rows and not args.scenario:
         parser.error("nothing to run: pass --quick, --scenario NAME (or --rows SPEC)")
     if args.quick and args.scenario:
