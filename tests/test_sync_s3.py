@@ -444,13 +444,20 @@ async def test_corruption_in_flight_is_refused_and_retried(
 
 
 class _VouchCrc32c(synxfer.layers.Layer):
-    """Makes the server report a whole-object CRC32C, as GCS does (``x-goog-hash``)."""
+    """Makes the server report a whole-object CRC32C, as GCS does (``x-goog-hash``).
 
-    def __init__(self, inner: synxfer.Backend, crc_b64: str) -> None:
+    ``alone``: and nothing else -- no synxfer metadata, so the ETag cannot
+    vouch for the bytes either (a wrong claim with another that matches
+    lands the file: tests/test_download_claims.py)."""
+
+    def __init__(self, inner: synxfer.Backend, crc_b64: str, *, alone: bool = False) -> None:
         super().__init__(inner)
         self.crc_b64 = crc_b64
+        self.alone = alone
 
     def _vouch(self, info: synxfer.ObjectInfo) -> synxfer.ObjectInfo:
+        if self.alone:
+            return dataclasses.replace(info, checksums={"crc32c": self.crc_b64}, metadata={})
         return dataclasses.replace(info, checksums={"crc32c": self.crc_b64})
 
     async def _call(self, op: str, fn: Any, *args: Any) -> Any:
@@ -473,7 +480,7 @@ async def test_downloads_are_checked_against_server_crc32c(
     async with synxfer.Client(SMALL, endpoint_url=s3_endpoint) as c:
         await c.sync_to(src, f"s3://{bucket}/p")
     config = SMALL.evolve(resume=False)
-    layer = [lambda b: _VouchCrc32c(b, crc_b64)]
+    layer = [lambda b: _VouchCrc32c(b, crc_b64, alone=not honest)]
     async with synxfer.Client(config, endpoint_url=s3_endpoint, layers=layer) as c:
         r = await c.sync_from(f"s3://{bucket}/p", tmp_path / "d")
     if honest:
