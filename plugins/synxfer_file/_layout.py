@@ -153,7 +153,7 @@ def write_temp(target: str, chunks: Iterable[Payload], *, fsync: bool) -> str:
     """Write ``chunks`` to a new temp file next to ``target``; return its path."""
     head, name = os.path.split(target)
     tmp = os.path.join(head, f".{name[:64]}{TMP_MARK}{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:

@@ -49,6 +49,7 @@ from typing import Any
 from .._exceptions import ConfigError, IntegrityError, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
+from ._os import pread
 from .checksums import new_hash
 from .core import Engine
 from .localfile import (
@@ -153,7 +154,7 @@ class _Reader:
         self.offset = 0
 
     def read(self, n: int = -1) -> bytes:
-        data = os.pread(self.fd, _READ_SIZE if n < 0 else n, self.offset)
+        data = pread(self.fd, _READ_SIZE if n < 0 else n, self.offset)
         self.offset += len(data)
         return data
 

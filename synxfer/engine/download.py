@@ -31,6 +31,7 @@ from pathlib import Path
 from .._exceptions import IntegrityError
 from .._models import ObjectInfo
 from ..backend import Backend
+from ._os import OPEN_FLAGS
 from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
 from .core import Engine
@@ -403,7 +404,7 @@ def _vouch_file(
     """:meth:`.verify.Vouching.rescue` (``error``: the planned check's) or
     :meth:`~.verify.Vouching.unverified` over the temp file at ``path``.
     Blocking: a worker thread."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     try:
         if error is None:
             vouching.unverified(fd, size)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import errno
 import os
 import threading
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import TypeVar
 
 from .._exceptions import SourceChangedError
 from ..backend import Checksum, ChecksumAlgorithm
+from ._os import OPEN_FLAGS, pread_into, preallocate, pwrite_from
 from .parts import checksum_of
 from .scheduler import hold
 
@@ -96,7 +96,7 @@ class LocalFile:
         (in the same thread call, and only when the open says they are missing)."""
         loop = asyncio.get_running_loop()
         opener = open_creating_parents if parents else os.open
-        fd = await loop.run_in_executor(executor, opener, path, flags | os.O_CLOEXEC, mode)
+        fd = await loop.run_in_executor(executor, opener, path, flags | OPEN_FLAGS, mode)
         return cls(fd, path, executor)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
@@ -177,7 +177,7 @@ def _preadinto_and_sum(
     view = memoryview(buf)
     done = 0
     while done < len(buf):
-        n = os.preadv(fd, [view[done:]], offset + done)
+        n = pread_into(fd, view[done:], offset + done)
         if n == 0:
             break  # end of file: the file shrank; the caller reports it
         done += n
@@ -196,7 +196,7 @@ def read_whole_file(
     after the last byte is read, and the path must still name the same file:
     otherwise :class:`SourceChangedError`, and nothing may be committed.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if st.st_size != len(buf):
@@ -258,7 +258,7 @@ def pwrite_all(fd: int, data: Buffer, offset: int) -> None:
     view = memoryview(data).cast("B")
     start, end = 0, len(view)
     while start < end:
-        written = os.pwrite(fd, view[start : start + WRITE_CHUNK], offset + start)
+        written = pwrite_from(fd, view[start : start + WRITE_CHUNK], offset + start)
         start += written
 
 
@@ -305,7 +305,7 @@ def write_whole_file(
     def fill(fd: int) -> None:
         if len(data) >= PREALLOCATE_MIN:
             with contextlib.suppress(OSError):  # a full disk fails the write anyway
-                os.posix_fallocate(fd, 0, len(data))
+                preallocate(fd, len(data))
         pwrite_all(fd, data, 0)
         if check is not None:
             check(memoryview(data))
@@ -327,7 +327,7 @@ def commit_temp(
     and download tag, close it and rename it over ``dest``. On any failure
     ``tmp`` is removed: nothing half-written is left under either name.
     Blocking: call from a worker thread."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
+    flags = os.O_WRONLY | os.O_CREAT | OPEN_FLAGS | (os.O_EXCL if exclusive else os.O_TRUNC)
     fd = open_creating_parents(tmp, flags)
     try:
         try:
@@ -343,13 +343,8 @@ def commit_temp(
 
 
 def _allocate(fd: int, size: int) -> None:
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            os.ftruncate(fd, size)  # the filesystem cannot preallocate
-        else:
-            raise
+    if not preallocate(fd, size):
+        os.ftruncate(fd, size)  # the filesystem or the platform cannot preallocate
 
 
 def _finish(fd: int, mtime_ns: int | None, etag: str | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from collections.abc import Iterator
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .._exceptions import UnsafePathError
+from ._os import get_xattr, set_xattr
 from .localfile import TEMP_SUFFIX
 
 __all__ = ["LocalEntry", "WalkProblem", "read_tag", "safe_join", "walk", "write_tag"]
@@ -42,9 +42,8 @@ def read_tag(path: Path | str, mtime_ns: int) -> str | None:
     None when there is no tag, the filesystem has no extended attributes, or
     the file's mtime is not the one the download set (it was modified).
     """
-    try:
-        raw = os.getxattr(path, TAG_XATTR)
-    except OSError:
+    raw = get_xattr(path, TAG_XATTR)
+    if raw is None:
         return None
     etag, _, stamp = raw.decode("utf-8", "replace").rpartition(" ")
     return etag if etag and stamp == str(mtime_ns) else None
@@ -52,8 +51,7 @@ def read_tag(path: Path | str, mtime_ns: int) -> str | None:
 
 def write_tag(fd: int, etag: str, mtime_ns: int) -> None:
     """Record on an open file the object it was downloaded from (blocking; best effort)."""
-    with contextlib.suppress(OSError):  # no xattrs here: the next sync asks the server
-        os.setxattr(fd, TAG_XATTR, f"{etag} {mtime_ns}".encode())
+    set_xattr(fd, TAG_XATTR, f"{etag} {mtime_ns}".encode())  # none: the next sync asks
 
 
 class WalkProblem(NamedTuple):

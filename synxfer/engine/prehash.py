@@ -28,13 +28,13 @@ import asyncio
 import base64
 import dataclasses
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._models import ContentDigests, WriteOptions
 from ..backend import Checksum, ChecksumAlgorithm
 from . import checksums
+from ._os import pread_into
 from .core import Engine
 from .localfile import LocalFile, source_changed
 from .parts import split
@@ -101,7 +101,7 @@ def _read_part(fd: int, view: memoryview, offset: int) -> int:
     """Fill ``view`` from ``offset``; the bytes read (fewer: the file shrank)."""
     done = 0
     while done < len(view):
-        n = os.preadv(fd, [view[done:]], offset + done)
+        n = pread_into(fd, view[done:], offset + done)
         if n == 0:
             break
         done += n

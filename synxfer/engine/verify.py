@@ -42,7 +42,6 @@ import base64
 import dataclasses
 import logging
 import math
-import os
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from .._models import ObjectInfo
 from .._retry import Retrier
 from ..backend import Backend
 from . import checksums as ck
+from ._os import pread_into
 from .checksums import CRC_KINDS, HASH_KINDS, Hasher, Kind
 from .meta import stored_part_size
 from .parts import Part, etag_parts
@@ -638,7 +638,7 @@ def _run_value(kind: Kind, src: Source, offset: int, length: int, buf: bytearray
         assert buf is not None
         view = memoryview(buf)
         while length > 0:
-            n = os.preadv(src, [view[: min(length, len(buf))]], offset)
+            n = pread_into(src, view[: min(length, len(buf))], offset)
             if n <= 0:
                 raise IntegrityError(f"the download's temp file ended at byte {offset}")
             feed(view[:n])
