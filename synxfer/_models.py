@@ -137,6 +137,7 @@ WRITE_OPTION_NAMES = (
     "cache_control",
     "content_encoding",
     "content_disposition",
+    "if_none_match",
 )
 
 
@@ -175,6 +176,10 @@ class WriteOptions:
     key for ``aws:kms``; none: the account's default key). ``acl``: a canned
     ACL (:data:`CANNED_ACLS`). ``cache_control``, ``content_encoding``,
     ``content_disposition``: the HTTP headers the object is served with.
+    ``if_none_match``: write only if no object has the key (S3's conditional
+    ``If-None-Match: *`` on PutObject and CompleteMultipartUpload); the
+    store refuses the write with PreconditionFailed otherwise, which a
+    transfer reports as a skip (``--no-clobber``), never as a failure.
 
     A backend declares the options it honours in
     ``Capabilities.write_options``; a client refuses, before any transfer, an
@@ -193,6 +198,7 @@ class WriteOptions:
     cache_control: str | None = None
     content_encoding: str | None = None
     content_disposition: str | None = None
+    if_none_match: bool = False
     #: Not an option a user sets: the engine's pre-pass MD5s of the file for a
     #: backend with ``Capabilities.needs_content_md5`` (multipart create only).
     digests: ContentDigests | None = field(default=None, compare=False)
@@ -200,9 +206,11 @@ class WriteOptions:
     def __post_init__(self) -> None:
         from ._exceptions import ConfigError
 
+        if not isinstance(self.if_none_match, bool):
+            raise ConfigError("WriteOptions(if_none_match=...) must be True or False")
         for name in WRITE_OPTION_NAMES[1:]:
             value = getattr(self, name)
-            if value is None:
+            if value is None or name == "if_none_match":
                 continue
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"WriteOptions({name}=...) must be a non-empty string")
@@ -228,11 +236,18 @@ class WriteOptions:
             )
 
     def given(self) -> frozenset[str]:
-        """The names of the options set (non-empty metadata, other fields not None)."""
+        """The names of the options set (non-empty metadata, ``if_none_match``
+        True, other fields not None)."""
         return frozenset(
             name
             for name in WRITE_OPTION_NAMES
-            if (self.metadata if name == "metadata" else getattr(self, name) is not None)
+            if (
+                self.metadata
+                if name == "metadata"
+                else self.if_none_match
+                if name == "if_none_match"
+                else getattr(self, name) is not None
+            )
         )
 
     def __reduce__(self) -> tuple[type[WriteOptions], tuple[object, ...]]:

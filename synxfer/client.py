@@ -26,9 +26,9 @@ from ._exceptions import BucketNotFound, ConfigError, NotFound
 from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location, parse_location
 from .backend import Backend, BackendOptions, open_backend, resolve
-from .engine.compare import Compare
+from .engine.compare import Compare, Overwrite, kept, object_time_ns
 from .engine.core import Engine, Job, Run
-from .engine.filters import Filters
+from .engine.filters import Filters, has_magic, split_glob
 from .engine.jobs import CopyJob, DeleteLocalJob, DeleteRemoteJob, DownloadJob, UploadJob
 from .engine.plan import (
     PlanArgs,
@@ -59,7 +59,8 @@ class SyncOptions(TypedDict, total=False):
     destination name)`` pairs), each compared as a sync compares it
     (``--files-from``; not with ``delete``). ``write_options``: the object
     options of what this call writes, in place of
-    ``TransferConfig.write_options``.
+    ``TransferConfig.write_options``. ``no_clobber``: never replace a file or
+    object that exists at the destination (aws-cli#2874; see :meth:`Client.copy`).
     """
 
     delete: bool
@@ -72,6 +73,7 @@ class SyncOptions(TypedDict, total=False):
     checksum: bool
     files: Sequence[str | tuple[str, str]]
     write_options: WriteOptions
+    no_clobber: bool
 
 
 class Client:
@@ -320,6 +322,8 @@ class Client:
         loc = self._remote(url)
         write_options = options.get("write_options")
         backend = await self._writable(loc, write_options)
+        overwrite = _overwrite(options.get("no_clobber", False))
+        write_options = self._guarded(backend, write_options, overwrite)
         run = Run(options.get("dryrun", False), write_options=write_options)
         jobs = await plan_upload(
             self._engine,
@@ -395,33 +399,62 @@ class Client:
         dryrun: bool = False,
         files: Sequence[str | tuple[str, str]] | None = None,
         write_options: WriteOptions | None = None,
+        no_clobber: bool = False,
+        if_size_differ: bool = False,
+        if_source_newer: bool = False,
+        raw: bool = False,
     ) -> TransferResult:
         """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``.
 
         ``files``: only these, names relative to both directories (implies
         ``recursive``; see :class:`SyncOptions`). ``write_options``: the
         object options of what it writes, in place of
-        ``TransferConfig.write_options``."""
+        ``TransferConfig.write_options``.
+
+        A source with ``*``, ``?`` or ``[...]`` is a wildcard, as in s5cmd
+        (``s3://b/logs/2026-*/*.gz``, ``./data/*.csv``): every file it
+        matches (``*`` also matches ``/``, as ``--include`` does) is copied
+        into ``dst``, a directory or prefix, under its name below the
+        wildcard's directory (``s3://b/a/*/x`` gives ``dst/<dir>/x``). A
+        remote listing starts at the pattern's literal part. No match raises
+        NotFound. ``raw``: take the source literally (a key with ``*``).
+
+        What exists at the destination is replaced unless: ``no_clobber``
+        (never; uploads to a store that honours ``WriteOptions.if_none_match``
+        are also conditional writes, so a file written meanwhile is kept),
+        ``if_size_differ`` (only when the sizes differ), ``if_source_newer``
+        (only when the source is newer). Given several, the last of those
+        three decides, as in s5cmd. A file kept is a skip, not a failure.
+        """
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         remote_to_remote = not s.is_local and not d.is_local
+        overwrite = _overwrite(no_clobber, if_size_differ, if_source_newer)
+        if overwrite and self._scaled(files):
+            raise _not_scaled(overwrite)
+        if not raw and _is_wildcard(s):
+            return await self._wildcard(s, d, filters, dryrun, write_options, overwrite)
         if not recursive and files is None:
+            job: UploadJob | DownloadJob | CopyJob
             if s.is_local and not d.is_local:
-                return await self.upload_file(
-                    _str(src), _str(dst), dryrun=dryrun, write_options=write_options
-                )
+                job = await self._upload_job(_str(src), _str(dst), write_options)
+                write_options = self._guarded(job.backend, write_options, overwrite)
+                return await self._single(job, dryrun, write_options, overwrite)
             if d.is_local and not s.is_local:
-                return await self.download_file(_str(src), _str(dst), dryrun=dryrun)
+                job = await self._download_job(_str(src), _str(dst))
+                return await self._single(job, dryrun, None, overwrite)
             if remote_to_remote:
-                return await self._copy_one(s, d, dryrun, write_options)
+                job = await self._copy_one_job(s, d, write_options=write_options)
+                return await self._single(job, dryrun, write_options, overwrite)
             raise _local_remote_error(s, d)
-        run = Run(dryrun, write_options=write_options)
-        args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
+        args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks, overwrite)
         if self._scaled(files):
             return await self._scale_out(src, dst, args, dryrun, files, write_options)
         if remote_to_remote:
             return await self._copy_tree(s, d, args, dryrun, write_options)
+        run = Run(dryrun, write_options=write_options)
         if s.is_local and not d.is_local:
             backend = await self._writable(d, write_options)
+            run.write_options = self._guarded(backend, write_options, overwrite)
             root = _existing_dir(Path(_str(src)))
             jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
         elif d.is_local and not s.is_local:
@@ -430,6 +463,97 @@ class Client:
             jobs = await plan_download(self._engine, run, backend, _as_prefix(s.key), root, args)
         else:
             raise _local_remote_error(s, d)
+        await self._engine.execute(jobs, run)
+        return run.finish()
+
+    def _guarded(
+        self, backend: Backend, write_options: WriteOptions | None, overwrite: frozenset[Overwrite]
+    ) -> WriteOptions | None:
+        """``write_options`` as conditional writes (``if_none_match``) when
+        ``--no-clobber`` alone is asked and the destination honours them:
+        an object written after the listing or HEAD is then kept too."""
+        if overwrite != {Overwrite.NO_CLOBBER}:
+            return write_options
+        if "if_none_match" not in backend.capabilities.write_options:
+            return write_options  # the listing or HEAD before the write decides alone
+        base = self.config.write_options if write_options is None else write_options
+        return replace(base, if_none_match=True)
+
+    async def _single(
+        self,
+        job: UploadJob | DownloadJob | CopyJob,
+        dryrun: bool,
+        write_options: WriteOptions | None,
+        overwrite: frozenset[Overwrite],
+    ) -> TransferResult:
+        """Run one file's job, unless ``overwrite`` keeps its existing destination."""
+        run = Run(dryrun, write_options=write_options)
+        why = await _kept_single(job, overwrite) if overwrite else None
+        if why is not None:
+            self._engine.skipped(run, job, why)
+            return run.finish()
+        await self._engine.execute([job], run)
+        return run.finish()
+
+    async def _wildcard_jobs(
+        self,
+        run: Run,
+        s: Location,
+        d: Location,
+        filters: FilterSpec,
+        write_options: WriteOptions | None,
+        overwrite: frozenset[Overwrite],
+    ) -> list[Job]:
+        """The jobs of a wildcard source (see :meth:`copy`); NotFound when it
+        matches nothing."""
+        if s.is_local and d.is_local:
+            raise _local_remote_error(s, d)
+        sep = os.sep if s.is_local else "/"
+        text = str(s.path) if s.is_local else s.key
+        base, start, pattern = split_glob(text, sep)
+        if s.is_local and sep != "/":
+            pattern = pattern.replace(sep, "/")
+        flt = Filters(filters).within(pattern)
+        jobs: list[Job]
+        if s.is_local:
+            args = PlanArgs(flt, Compare.ALWAYS, False, self.follow_symlinks, overwrite)
+            backend = await self._writable(d, write_options)
+            run.write_options = self._guarded(backend, write_options, overwrite)
+            root = Path(base or ".")
+            if not root.is_dir():
+                raise NotFound(f"{s}: no file matches the wildcard ({root} is no directory)")
+            jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
+        else:
+            args = PlanArgs(flt, Compare.ALWAYS, False, self.follow_symlinks, overwrite, start)
+            src = await self._backend(s)
+            if d.is_local:
+                root = _dest_dir(Path(_str(d.path or "")))
+                jobs = await plan_download(self._engine, run, src, base, root, args)
+            else:
+                self._check_endpoints(s, d)
+                dst = await self._writable(d, write_options)
+                prefix = _as_prefix(d.key)
+                jobs = await plan_copy(self._engine, run, src, base, dst, prefix, args)
+        result = run.result
+        if not jobs and not result.files_skipped and not result.failures:
+            raise NotFound(
+                f"{s}: no {'file' if s.is_local else 'object'} matches the wildcard "
+                "(give --raw to take '*', '?' and '[' literally)",
+                url=None if s.is_local else str(s),
+            )
+        return jobs
+
+    async def _wildcard(
+        self,
+        s: Location,
+        d: Location,
+        filters: FilterSpec,
+        dryrun: bool,
+        write_options: WriteOptions | None,
+        overwrite: frozenset[Overwrite],
+    ) -> TransferResult:
+        run = Run(dryrun, write_options=write_options)
+        jobs = await self._wildcard_jobs(run, s, d, filters, write_options, overwrite)
         await self._engine.execute(jobs, run)
         return run.finish()
 
@@ -448,6 +572,8 @@ class Client:
     ) -> TransferResult:
         from ._scaleout import run_tree
 
+        if args.overwrite:
+            raise _not_scaled(args.overwrite)
         d = parse_location(_str(dst))
         if not d.is_local:
             await self._writable(d, write_options)  # refused here, not in every shard
@@ -488,6 +614,8 @@ class Client:
         filters: FilterSpec = (),
         dryrun: bool = False,
         write_options: WriteOptions | None = None,
+        no_clobber: bool = False,
+        raw: bool = False,
     ) -> TransferResult:
         """Move a file or (``recursive``) a directory: ``aws s3 mv``.
 
@@ -497,24 +625,38 @@ class Client:
         its source. Local to remote, remote to local and remote to remote;
         moving a location into itself is refused. Empty local directories
         are left in place. Runs in this process's engine (not scaled out).
-        ``write_options`` as for :meth:`copy`.
+        ``write_options``, wildcard sources, ``raw`` and ``no_clobber`` as
+        for :meth:`copy`; a file kept by ``no_clobber`` keeps its source.
         """
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         if s.is_local and d.is_local:
             raise _local_remote_error(s, d)
         run = Run(dryrun, write_options=write_options)
+        overwrite = _overwrite(no_clobber)
         jobs: Sequence[Job]
-        if not recursive:
+        if not raw and _is_wildcard(s):
+            jobs = await self._wildcard_jobs(run, s, d, filters, write_options, overwrite)
+        elif not recursive:
+            one: UploadJob | DownloadJob | CopyJob
             if s.is_local:
-                jobs = [await self._upload_job(_str(src), _str(dst), write_options)]
+                one = await self._upload_job(_str(src), _str(dst), write_options)
+                run.write_options = self._guarded(one.backend, write_options, overwrite)
             elif d.is_local:
-                jobs = [await self._download_job(_str(src), _str(dst), "move")]
+                one = await self._download_job(_str(src), _str(dst), "move")
             else:
-                jobs = [await self._copy_one_job(s, d, "move", write_options)]
+                one = await self._copy_one_job(s, d, "move", write_options)
+            why = await _kept_single(one, overwrite) if overwrite else None
+            if why is not None:
+                self._engine.skipped(run, one, why)
+                return run.finish()
+            jobs = [one]
         else:
-            args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks)
+            args = PlanArgs(
+                Filters(filters), Compare.ALWAYS, False, self.follow_symlinks, overwrite
+            )
             if s.is_local:
                 backend = await self._writable(d, write_options)
+                run.write_options = self._guarded(backend, write_options, overwrite)
                 root = _existing_dir(Path(_str(src)))
                 jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
             elif d.is_local:
@@ -532,7 +674,8 @@ class Client:
                 prefix = _as_prefix(d.key)
                 jobs = await plan_copy(self._engine, run, sb, _as_prefix(s.key), db, prefix, args)
         await self._engine.execute(jobs, run)
-        failed = {failure.path for failure in run.result.failures}
+        # A file that failed, or that the store kept (a conditional write), keeps its source.
+        failed = {failure.path for failure in run.result.failures} | run.kept
         await self._engine.execute(_source_deletes([j for j in jobs if j.src not in failed]), run)
         return run.finish()
 
@@ -753,7 +896,61 @@ def _plan_args(options: SyncOptions, follow_symlinks: bool) -> PlanArgs:
         options.get("filters", ()), options.get("exclude", ()), options.get("include", ())
     )
     mode = chosen[0] if chosen else Compare.DEFAULT
-    return PlanArgs(flt, mode, options.get("delete", False), follow_symlinks)
+    overwrite = _overwrite(options.get("no_clobber", False))
+    return PlanArgs(flt, mode, options.get("delete", False), follow_symlinks, overwrite)
+
+
+def _overwrite(
+    no_clobber: bool, if_size_differ: bool = False, if_source_newer: bool = False
+) -> frozenset[Overwrite]:
+    chosen = (
+        (no_clobber, Overwrite.NO_CLOBBER),
+        (if_size_differ, Overwrite.IF_SIZE_DIFFER),
+        (if_source_newer, Overwrite.IF_SOURCE_NEWER),
+    )
+    return frozenset(kind for on, kind in chosen if on)
+
+
+def _not_scaled(overwrite: frozenset[Overwrite]) -> ConfigError:
+    names = " and ".join(f"--{kind.value}" for kind in sorted(overwrite, key=lambda k: k.value))
+    return ConfigError(
+        f"{names} cannot be combined with --files-from, --processes or --dask yet: "
+        "leave one of them out"
+    )
+
+
+def _is_wildcard(loc: Location) -> bool:
+    text = str(loc.path) if loc.is_local else loc.key
+    if not has_magic(text):
+        return False
+    return not (loc.is_local and os.path.lexists(text))  # a file named 'a*b' is itself
+
+
+async def _kept_single(
+    job: UploadJob | DownloadJob | CopyJob, overwrite: frozenset[Overwrite]
+) -> str | None:
+    """Why one file's existing destination stays (a HEAD, or a local stat), or None."""
+    if isinstance(job, DownloadJob):
+        try:
+            st = await asyncio.to_thread(os.stat, job.dest)
+        except FileNotFoundError:
+            return None
+        info = await job.backend.stat(job.key)
+        return kept(overwrite, info.size, object_time_ns(info), st.st_size, st.st_mtime_ns)
+    try:
+        theirs = await job.backend.stat(job.key)
+    except BucketNotFound:
+        raise
+    except NotFound:
+        return None
+    src_ns: int | None
+    if isinstance(job, UploadJob):
+        st = await asyncio.to_thread(os.stat, job.path)
+        src_size, src_ns = st.st_size, st.st_mtime_ns
+    else:
+        info = await job.src_backend.stat(job.src_key)
+        src_size, src_ns = info.size, object_time_ns(info)
+    return kept(overwrite, src_size, src_ns, theirs.size, object_time_ns(theirs))
 
 
 def _existing_file(path: Path) -> Path:

@@ -222,6 +222,7 @@ class S3Backend(Backend):
         self._wire: S3Wire | None = None
         self._bucket_exists = False
         self._sums = PartSums()
+        self._no_clobber: set[str] = set()  # upload ids started with if_none_match
         #: What the endpoint showed it verifies (shared per endpoint; set by :meth:`open`).
         self._trust: EndpointTrust | None = None
 
@@ -637,7 +638,23 @@ class S3Backend(Backend):
             checksum_algorithm="crc32c" if checksums else None,
             options=options,
         )
+        if options.if_none_match:  # sent again on CompleteMultipartUpload
+            self._no_clobber.add(upload_id)
         return MultipartUpload(key=key, upload_id=upload_id)
+
+    async def _refuse_existing(self, key: str) -> None:
+        """PreconditionFailed if ``key`` exists: a HEAD just before completing
+        an ``if_none_match`` upload, as Ceph RGW 16 ignores ``If-None-Match``
+        on CompleteMultipartUpload (measured; AWS, moto and SeaweedFS honour it)."""
+        try:
+            await self.wire.head_object(self.bucket, key)
+        except BucketNotFound:
+            raise
+        except NotFound:
+            return
+        raise PreconditionFailed(
+            f"{self.url(key)} exists (if_none_match)", url=self.url(key), status=412
+        )
 
     async def upload_part(
         self,
@@ -687,9 +704,15 @@ class S3Backend(Backend):
                 if p.checksum and not self._sums.has(upload.upload_id, p.number):
                     self._sums.add(upload.upload_id, p.number, p.checksum)
         specs = self._sums.specs(upload.upload_id, [(p.number, p.etag) for p in ordered])
+        if upload.upload_id in self._no_clobber:
+            await self._refuse_existing(upload.key)
         try:
             result = await self.wire.complete_multipart_upload(
-                self.bucket, upload.key, upload.upload_id, specs
+                self.bucket,
+                upload.key,
+                upload.upload_id,
+                specs,
+                if_none_match=upload.upload_id in self._no_clobber,
             )
         except NotFound as exc:
             if s3_code(exc) != "NoSuchUpload":

@@ -36,6 +36,7 @@ __all__ = [
     "add_checksums",
     "b64md5",
     "check_header",
+    "conditional_write",
     "copy_source",
     "etag_md5",
     "header_checksums",
@@ -61,6 +62,15 @@ def quote_etag(etag: str) -> str:
 
 def unquote_etag(etag: str | None) -> str | None:
     return etag.strip('"') if etag else None
+
+
+def conditional_write(if_none_match: bool) -> dict[str, str]:
+    """The header of a write that must not replace an object
+    (``WriteOptions.if_none_match``): S3 answers 412 PreconditionFailed
+    when the key exists. Stock moto 5.2, SeaweedFS and AWS refuse such a
+    PutObject and CompleteMultipartUpload; docs/no-clobber.md lists the
+    servers measured and the HEAD that covers the rest."""
+    return {"if-none-match": "*"} if if_none_match else {}
 
 
 def copy_source(bucket: str, key: str) -> str:

@@ -33,6 +33,7 @@ from ._headers import (
     add_checksums,
     b64md5,
     check_header,
+    conditional_write,
     copy_source,
     encryption,
     header_checksums,
@@ -329,6 +330,7 @@ class S3Wire(SignedClient):
         """
         headers = self._write_headers(bucket, key, metadata, content_type, options)
         add_checksums(headers, content_md5, checksums)
+        headers.update(conditional_write(options is not None and options.if_none_match))
         response = await self._request("PutObject", "PUT", bucket, key, headers=headers, body=body)
         return ObjectInfo(
             key=key,
@@ -564,9 +566,16 @@ class S3Wire(SignedClient):
             raise self._bad_xml("UploadPartCopy", exc, bucket, key) from None
 
     async def complete_multipart_upload(
-        self, bucket: str, key: str, upload_id: str, parts: Iterable[PartSpec]
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        parts: Iterable[PartSpec],
+        *,
+        if_none_match: bool = False,
     ) -> CompleteResult:
         """CompleteMultipartUpload with ``parts`` in the order given (sort them first).
+        ``if_none_match``: only if the key has no object (412 otherwise).
 
         An ``<Error>`` in the 200 answer (S3 sends one when assembly fails
         after it started answering) raises like an error status would.
@@ -583,6 +592,7 @@ class S3Wire(SignedClient):
             bucket,
             key,
             query=(("uploadId", upload_id),),
+            headers=conditional_write(if_none_match),
             body=body,
         )
         self._ok_body_error("CompleteMultipartUpload", response.body, bucket, key)

@@ -318,10 +318,44 @@ def _add_scale(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_no_clobber(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-clobber",
+        "-n",
+        action="store_true",
+        help="never replace a file or object that exists at the destination (skipped, "
+        "not failed; S3 uploads are conditional writes, If-None-Match: *)",
+    )
+
+
+def _add_raw(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="take the source literally: '*', '?' and '[' are no wildcard (a key named 'a*b')",
+    )
+
+
 def _cp(cp: Parser) -> None:
-    cp.add_argument("src", help="local path or URL")
+    cp.add_argument(
+        "src", help="local path or URL; with * ? [...] a wildcard, as in s5cmd ('s3://b/logs/*.gz')"
+    )
     cp.add_argument("dst", help="local path or URL")
     cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
+    _add_no_clobber(cp)
+    cp.add_argument(
+        "--if-size-differ",
+        "-s",
+        action="store_true",
+        help="replace an existing destination only if the sizes differ (s5cmd's -s)",
+    )
+    cp.add_argument(
+        "--if-source-newer",
+        "-u",
+        action="store_true",
+        help="replace an existing destination only if the source is newer (s5cmd's -u)",
+    )
+    _add_raw(cp)
     _add_filters(cp)
     _add_output(cp)
     _add_object_options(cp)
@@ -346,6 +380,7 @@ def _sync(sync: Parser) -> None:
     sync.add_argument(
         "--checksum", action="store_true", help="compare content checksums instead of timestamps"
     )
+    _add_no_clobber(sync)
     _add_filters(sync)
     _add_output(sync)
     _add_object_options(sync)
@@ -357,6 +392,8 @@ def _mv(mv: Parser) -> None:
     mv.add_argument("src", help="local path or URL")
     mv.add_argument("dst", help="local path or URL")
     mv.add_argument("--recursive", action="store_true", help="move a whole directory or prefix")
+    _add_no_clobber(mv)
+    _add_raw(mv)
     _add_filters(mv)
     _add_output(mv)
     _add_object_options(mv)

@@ -107,7 +107,8 @@ def _check_locations(args: argparse.Namespace) -> None:
             f"both {args.src!r} and {args.dst!r} are local paths; one must be a URL "
             "(use file:///path for a local directory served as a bucket)"
         )
-    if src.is_local and src.path is not None and not os.path.lexists(src.path):
+    wildcard = args.command != "sync" and not args.raw and any(c in args.src for c in "*?[")
+    if src.is_local and src.path is not None and not os.path.lexists(src.path) and not wildcard:
         raise ConfigError(f"the local path {args.src!r} does not exist")
     _check_endpoint_url(args, src.scheme, dst.scheme)
     if args.command != "mv":
@@ -396,6 +397,10 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     filters=args.filters,
                     dryrun=args.dryrun,
                     files=args.files,
+                    no_clobber=args.no_clobber,
+                    if_size_differ=args.if_size_differ,
+                    if_source_newer=args.if_source_newer,
+                    raw=args.raw,
                 )
             if args.command == "sync":
                 return await client.sync(
@@ -407,6 +412,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     size_only=args.size_only,
                     exact_timestamps=args.exact_timestamps,
                     checksum=args.checksum,
+                    no_clobber=args.no_clobber,
                     **({"files": args.files} if args.files is not None else {}),
                 )
             if args.command == "mv":
@@ -416,6 +422,8 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
                     recursive=args.recursive,
                     filters=args.filters,
                     dryrun=args.dryrun,
+                    no_clobber=args.no_clobber,
+                    raw=args.raw,
                 )
             if args.command == "rb":
                 result = await client.remove_bucket(args.url, force=args.force, dryrun=args.dryrun)

@@ -35,7 +35,7 @@ from pathlib import Path
 from .._models import ObjectInfo
 from ..backend import Backend
 from .compress import is_compressed, original_size
-from .core import Engine
+from .core import NO_CLOBBER, Engine
 from .localtree import LocalEntry
 from .meta import same_mtime, stored_mtime, stored_part_size
 from .parts import etag_parts, multipart_etag, plan_part_size
@@ -46,9 +46,12 @@ __all__ = [
     "Check",
     "Compare",
     "Decision",
+    "Overwrite",
     "decide",
     "decide_copy",
+    "kept",
     "md5_file_etag",
+    "object_time_ns",
     "resolve",
 ]
 
@@ -173,6 +176,44 @@ def decide_copy(
     if mode is Compare.EXACT_TIMESTAMPS:
         return SKIP if math.floor(src.mtime) == math.floor(dst.mtime) else COPY
     return COPY if math.floor(src.mtime) > math.floor(dst.mtime) else SKIP
+
+
+class Overwrite(enum.Enum):
+    """When an existing destination is replaced (s5cmd's ``cp -n -s -u``)."""
+
+    NO_CLOBBER = "no-clobber"
+    IF_SIZE_DIFFER = "if-size-differ"
+    IF_SOURCE_NEWER = "if-source-newer"
+
+
+def kept(
+    conditions: frozenset[Overwrite],
+    src_size: int,
+    src_ns: int | None,
+    dst_size: int,
+    dst_ns: int | None,
+) -> str | None:
+    """Why an existing destination stays as it is, or None to write it.
+
+    s5cmd's rule, so that its users' commands mean the same here: the
+    conditions are taken in the order no-clobber, if-size-differ,
+    if-source-newer and the last one given decides (``-n -s`` replaces a
+    file whose size differs). A time that is unknown is not newer.
+    """
+    reason: str | None = None
+    if Overwrite.NO_CLOBBER in conditions:
+        reason = NO_CLOBBER
+    if Overwrite.IF_SIZE_DIFFER in conditions:
+        reason = None if src_size != dst_size else "same size, --if-size-differ"
+    if Overwrite.IF_SOURCE_NEWER in conditions:
+        newer = src_ns is not None and dst_ns is not None and src_ns > dst_ns
+        reason = None if newer else "source not newer, --if-source-newer"
+    return reason
+
+
+def object_time_ns(info: ObjectInfo) -> int | None:
+    """An object's time for comparisons: the stored source mtime, else LastModified."""
+    return _remote_time_ns(info)
 
 
 async def resolve(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from .._config import TransferConfig
-from .._exceptions import BackendError, NoCredentials, SynxferError
+from .._exceptions import BackendError, NoCredentials, PreconditionFailed, SynxferError
 from .._models import (
     Action,
     Event,
@@ -29,7 +29,10 @@ from .._models import (
 from .journal import ResumeJournal
 from .scheduler import Scheduler
 
-__all__ = ["Engine", "Job", "Run", "describe_error"]
+__all__ = ["NO_CLOBBER", "Engine", "Job", "Run", "describe_error"]
+
+#: Why a file was skipped when its destination exists and ``--no-clobber`` is on.
+NO_CLOBBER = "exists, --no-clobber"
 
 log = logging.getLogger("synxfer")
 
@@ -50,6 +53,9 @@ class Run:
     write_options: WriteOptions | None = None
     #: Warnings of files still in flight, by ``id(job)`` (:meth:`Engine.warn`).
     notes: dict[int, list[str]] = field(default_factory=dict)
+    #: Sources of uploads the store refused because the key exists
+    #: (``WriteOptions.if_none_match``): skipped, so a move keeps them.
+    kept: set[str] = field(default_factory=set)
 
     def finish(self) -> TransferResult:
         self.result.elapsed = time.monotonic() - self.started
@@ -174,6 +180,14 @@ class Engine:
             await job.run(self, run)
         except NoCredentials:
             raise  # not this file's failure: the whole run's (see execute)
+        except PreconditionFailed as exc:
+            options = self.config.write_options if run.write_options is None else run.write_options
+            if job.action is Action.UPLOAD and options.if_none_match:
+                # The conditional write found an object: --no-clobber's skip.
+                run.kept.add(job.src)
+                self.skipped(run, job, NO_CLOBBER)
+            else:
+                self.failed(run, job, exc)
         except Exception as exc:
             log.debug("%s %s -> %s failed", job.action.value, job.src, job.dst, exc_info=True)
             self.failed(run, job, exc)

@@ -5,6 +5,10 @@ last one that matches decides, so ``--exclude '*' --include '*.txt'`` keeps
 only text files. Patterns are shell globs matched against the path relative
 to the source (or destination) root, with ``/`` separators; ``*`` also
 matches ``/`` (as in aws-cli, which uses :mod:`fnmatch`).
+
+A wildcard source (``cp 's3://b/logs/2026-*/*.gz' dir/``) is matched by the
+same rules: :meth:`Filters.within` keeps only paths its glob matches, and
+the filters then decide among those.
 """
 
 from __future__ import annotations
@@ -16,7 +20,28 @@ from typing import Literal, NamedTuple
 
 from .._exceptions import ConfigError
 
-__all__ = ["FilterRule", "Filters"]
+__all__ = ["FilterRule", "Filters", "has_magic", "split_glob"]
+
+_MAGIC = re.compile(r"[*?\[]")
+
+
+def has_magic(text: str) -> bool:
+    """Whether ``text`` holds a glob character (``*``, ``?``, ``[``)."""
+    return _MAGIC.search(text) is not None
+
+
+def split_glob(path: str, sep: str = "/") -> tuple[str, str, str]:
+    """``(base, start, pattern)`` of a wildcard path: ``base`` is the part up
+    to the last ``sep`` before the first glob character (names below it are
+    kept, as s5cmd keeps them), ``start`` the literal rest before that
+    character (a listing needs go no wider), ``pattern`` the glob relative
+    to ``base``. ``logs/2026-*/*.gz`` -> ``("logs/", "2026-", "2026-*/*.gz")``.
+    """
+    found = _MAGIC.search(path)
+    first = found.start() if found else len(path)
+    cut = path.rfind(sep, 0, first) + 1
+    return path[:cut], path[cut:first], path[cut:]
+
 
 FilterKind = Literal["include", "exclude"]
 
@@ -41,6 +66,16 @@ class Filters:
             self.rules.append(FilterRule(kind, pattern))  # type: ignore[arg-type]
             compiled.append((kind == "include", re.compile(fnmatch.translate(pattern))))
         self._compiled = compiled
+        self._glob: re.Pattern[str] | None = None
+        self.glob: str | None = None
+
+    def within(self, glob: str) -> Filters:
+        """These filters, applied only to paths that ``glob`` matches (a
+        wildcard source's pattern, relative to its base)."""
+        narrowed = Filters(self.rules)
+        narrowed.glob = glob
+        narrowed._glob = re.compile(fnmatch.translate(glob))
+        return narrowed
 
     @classmethod
     def build(
@@ -58,9 +93,11 @@ class Filters:
         return cls(rules)
 
     def __bool__(self) -> bool:
-        return bool(self._compiled)
+        return bool(self._compiled) or self._glob is not None
 
     def included(self, rel: str) -> bool:
+        if self._glob is not None and not self._glob.match(rel):
+            return False
         keep = True
         for include, rx in self._compiled:
             if rx.match(rel):

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from .._exceptions import UnsafePathError
 from .._models import Action, ObjectInfo
 from ..backend import Backend
-from .compare import SKIP, Check, Compare, decide, decide_copy
+from .compare import SKIP, Check, Compare, Overwrite, decide, decide_copy, kept, object_time_ns
 from .core import Engine, Job, Run
 from .filters import Filters
 from .jobs import CopyJob, DeleteLocalJob, DeleteRemoteJob, DownloadJob, UploadJob
@@ -39,12 +39,20 @@ DELETE_BATCH = 1000
 
 
 class PlanArgs(NamedTuple):
-    """How to compare and what to include: the options of one sync or copy."""
+    """How to compare and what to include: the options of one sync or copy.
+
+    ``overwrite``: when an existing destination is replaced (``--no-clobber``,
+    ``--if-size-differ``, ``--if-source-newer``; :func:`.compare.kept`).
+    ``start``: list remote sources from ``prefix + start`` only (a wildcard's
+    literal part below the prefix), not from the whole prefix.
+    """
 
     filters: Filters
     mode: Compare
     delete: bool = False
     follow_symlinks: bool = False
+    overwrite: frozenset[Overwrite] = frozenset()
+    start: str = ""
 
 
 def delete_jobs(backend: Backend, keys: Sequence[str]) -> list[Job]:
@@ -56,7 +64,7 @@ def delete_jobs(backend: Backend, keys: Sequence[str]) -> list[Job]:
 
 
 async def list_remote(
-    backend: Backend, prefix: str, *, markers: bool = False
+    backend: Backend, prefix: str, *, markers: bool = False, start: str = ""
 ) -> dict[str, ObjectInfo]:
     """Objects under ``prefix`` by relative name.
 
@@ -65,10 +73,11 @@ async def list_remote(
     no files: a transfer leaves them out, so none lands as a file or an
     empty directory. ``markers`` keeps them, for deletions: ``rm
     --recursive`` and ``rb --force`` must leave nothing behind (the marker
-    of ``prefix`` itself under the relative name ``""``).
+    of ``prefix`` itself under the relative name ``""``). ``start``: list
+    only keys under ``prefix + start`` (names stay relative to ``prefix``).
     """
     found: dict[str, ObjectInfo] = {}
-    async for info in backend.list(prefix):
+    async for info in backend.list(prefix + start):
         rel = info.key[len(prefix) :]
         if markers or (rel and not rel.endswith("/")):
             found[rel] = info
@@ -115,7 +124,8 @@ async def plan_upload(
     """Jobs that make ``backend:prefix`` like the local directory ``root``."""
     filters, mode, delete = args.filters, args.mode, args.delete
     walked = await walk_local(engine, root, args.follow_symlinks)
-    remote = await list_remote(backend, prefix) if mode is not Compare.ALWAYS or delete else {}
+    listed = mode is not Compare.ALWAYS or delete or args.overwrite
+    remote = await list_remote(backend, prefix) if listed else {}
     compressed = engine.config.compress is not None
     jobs: list[Job] = []
     present: set[str] = set()
@@ -132,8 +142,16 @@ async def plan_upload(
             continue
         present.add(item.rel)
         key = prefix + item.rel
-        decision = decide(mode, item, remote.get(item.rel), upload=True, compressed=compressed)
+        theirs = remote.get(item.rel)
         job = UploadJob(item.path, backend, key, item.size, local=item)
+        if theirs is not None and args.overwrite:
+            why = kept(
+                args.overwrite, item.size, item.mtime_ns, theirs.size, object_time_ns(theirs)
+            )
+            if why is not None:
+                engine.skipped(run, job, why)
+                continue
+        decision = decide(mode, item, theirs, upload=True, compressed=compressed)
         if decision == SKIP:
             engine.skipped(run, job)
             continue
@@ -169,9 +187,9 @@ async def plan_download(
 ) -> list[Job]:
     """Jobs that make the local directory ``root`` like ``backend:prefix``."""
     filters, mode, delete = args.filters, args.mode, args.delete
-    remote = await list_remote(backend, prefix)
+    remote = await list_remote(backend, prefix, start=args.start)
     local: dict[str, LocalEntry] = {}
-    if root.exists() and (mode is not Compare.ALWAYS or delete):
+    if root.exists() and (mode is not Compare.ALWAYS or delete or args.overwrite):
         for item in await walk_local(engine, root, args.follow_symlinks, tags=True):
             if isinstance(item, LocalEntry):
                 local[item.rel] = item
@@ -186,8 +204,13 @@ async def plan_download(
             engine.failed(run, _Noted(Action.DOWNLOAD, backend.url(info.key), str(root)), exc)
             continue
         mine = local.get(rel)
-        decision = decide(mode, mine, info, upload=False)
         job = DownloadJob(backend, info.key, dest, info.size, etag=info.etag, local=mine)
+        if mine is not None and args.overwrite:
+            why = kept(args.overwrite, info.size, object_time_ns(info), mine.size, mine.mtime_ns)
+            if why is not None:
+                engine.skipped(run, job, why)
+                continue
+        decision = decide(mode, mine, info, upload=False)
         if decision == SKIP:
             engine.skipped(run, job)
             continue
@@ -212,14 +235,22 @@ async def plan_copy(
 ) -> list[Job]:
     """Jobs that make ``dst:dst_prefix`` like ``src:src_prefix`` (both remote)."""
     filters, mode = args.filters, args.mode
-    source = await list_remote(src, src_prefix)
-    target = await list_remote(dst, dst_prefix) if mode is not Compare.ALWAYS or args.delete else {}
+    source = await list_remote(src, src_prefix, start=args.start)
+    listed = mode is not Compare.ALWAYS or args.delete or args.overwrite
+    target = await list_remote(dst, dst_prefix) if listed else {}
     jobs: list[Job] = []
     for rel, info in source.items():
         if not filters.included(rel):
             continue
         theirs = target.get(rel)
         job = CopyJob(src, info.key, dst, dst_prefix + rel, info.size, info.etag, mode)
+        if theirs is not None and args.overwrite:
+            why = kept(
+                args.overwrite, info.size, object_time_ns(info), theirs.size, object_time_ns(theirs)
+            )
+            if why is not None:
+                engine.skipped(run, job, why)
+                continue
         decision = decide_copy(mode, info, theirs)
         if decision == SKIP:
             engine.skipped(run, job)
