@@ -112,13 +112,17 @@ class Server:
     secret_key: str = dataclasses.field(repr=False)
     region: str = REGION
     info: dict[str, object] = dataclasses.field(default_factory=dict)
+    _admin: Any = dataclasses.field(default=None, repr=False)
 
     def admin(self) -> Any:
-        """boto3 straight to the server (never through a proxy), path-style."""
+        """boto3 straight to the server (never through a proxy), path-style;
+        made once (a client costs a few hundred ms of CPU)."""
         import boto3  # type: ignore[import-untyped]
         from botocore.config import Config
 
-        return boto3.client(
+        if self._admin is not None:
+            return self._admin
+        self._admin = boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
             aws_access_key_id=self.access_key,
@@ -133,6 +137,7 @@ class Server:
                 response_checksum_validation="when_required",
             ),
         )
+        return self._admin
 
 
 def server_missing(name: str, peers_venv: Path | None = None) -> str | None:
@@ -556,7 +561,7 @@ def _line(r: RunResult) -> str:
 def run_integrity(
     *,
     servers: Sequence[str] = DEFAULT_SERVERS,
-    tools: Sequence[str] = DEFAULT_TOOLS,
+    tools: Sequence[str | Tool] = DEFAULT_TOOLS,
     rounds: int = 3,
     seed: int = 0,
     rate: float = RATE,
@@ -569,8 +574,9 @@ def run_integrity(
 ) -> IntegrityReport:
     """Run the scenario (see the module docstring) and return its report.
 
-    A server that cannot start here and a tool that is not installed are
-    skipped, and the report says why.
+    ``tools`` are names (see :data:`~.tools.KNOWN_TOOLS`) or :class:`Tool`
+    instances. A server that cannot start here and a tool that is not
+    installed are skipped, and the report says why.
     """
     work_dir = work_dir.absolute()
     venv = (peers_venv or work_dir / "peers-venv").absolute()
@@ -578,7 +584,7 @@ def run_integrity(
     row = integrity_tree(groups)
     src, _made = ensure_row_data(work_dir, row, seed=seed, root=work_dir / "integrity" / "tree")
     sums = {rel: _sha(src / rel) for rel in expected_sizes(row)}
-    instances = make_tools(list(tools), peers)
+    instances = [t if isinstance(t, Tool) else make_tools([t], peers)[0] for t in tools]
     aws = AwsCliTool(peers)
     plan = _Plan(
         servers, instances, rounds, seed, rate, timeout, work_dir, src, sums,
