@@ -28,6 +28,15 @@ links), plus fsspec's ``asynchronous``, ``loop`` and ``batch_size``.
 
 Object stores have no directories: a "directory" is a prefix with objects
 under it, ``mkdir`` does nothing and an empty directory does not exist.
+``ls("")`` lists the buckets.
+
+fsspec's promises kept: inside ``with fs.transaction:`` files written with
+``open(..., "wb")`` (and ``pipe``) wait in local temporary files and are
+uploaded only when the block ends without an error, else discarded;
+``modified()``/``created()`` give the object's time (an object is written
+whole, so it was created when it was last modified); ``sign()`` is
+:meth:`synxfer.Client.presign`; writing into a missing bucket raises
+FileNotFoundError naming the bucket.
 
 This module uses only synxfer's public API (the Client and the backend SDK).
 """
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import errno
 import os
 import posixpath
@@ -47,7 +57,7 @@ from glob import has_magic
 from typing import Any, ClassVar
 
 import fsspec  # type: ignore[import-untyped]
-from fsspec.asyn import AsyncFileSystem, sync  # type: ignore[import-untyped]
+from fsspec.asyn import AsyncFileSystem, sync, sync_wrapper  # type: ignore[import-untyped]
 from fsspec.callbacks import DEFAULT_CALLBACK  # type: ignore[import-untyped]
 from fsspec.spec import AbstractBufferedFile  # type: ignore[import-untyped]
 
@@ -202,6 +212,8 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
 
     async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
+        if not path and self.scheme != "file":
+            return self._dir_entry("")  # the service: its buckets are its "directories"
         backend, key = await self._backend(path)
         root = self._root(path)
         with _errors(path):
@@ -221,6 +233,11 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         client = await self._get_client()
+        if not path and self.scheme != "file":
+            with _errors(self.unstrip_protocol("")):
+                buckets = await client.list_buckets(self.scheme)
+            listed = [self._dir_entry(b.name) for b in buckets]
+            return listed if detail else sorted(e["name"] for e in listed)
         root = self._root(path)
         url = self._url(path)
         prefix_url = url if url.endswith("/") else url + "/"
@@ -274,6 +291,40 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         names = sorted(out)
         return {n: out[n] for n in names} if detail else names
 
+    async def _modified(self, path: str) -> datetime.datetime:
+        """When the object was last written, by the store's clock (S3's
+        LastModified), as an aware UTC datetime."""
+        info = await self._info(path)
+        if info["type"] != "file":
+            raise IsADirectoryError(errno.EISDIR, "a directory has no time", path)
+        if info.get("mtime") is None:
+            raise NotImplementedError(f"{self.protocol[0]}:// reports no time for {path}")
+        return datetime.datetime.fromtimestamp(info["mtime"], tz=datetime.UTC)
+
+    async def _created(self, path: str) -> datetime.datetime:
+        """The same as :meth:`modified`: an object is written whole, never
+        changed in place, so the object there now was created then."""
+        return await self._modified(path)
+
+    async def _sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
+        """A presigned GET URL for ``path`` valid ``expiration`` seconds
+        (fsspec's default 100); ``method="PUT"`` gives an upload URL
+        (:meth:`synxfer.Client.presign`)."""
+        client = await self._get_client()
+        method = kwargs.pop("method", "GET")
+        if kwargs:
+            raise TypeError(f"sign() got unexpected arguments {sorted(kwargs)}")
+        with _errors(path):
+            try:
+                return await client.presign(self._url(path), expires_in=expiration, method=method)
+            except ConfigError as exc:  # a bad expiration or method, as fsspec callers expect
+                raise ValueError(str(exc)) from exc
+
+    # fsspec mirrors only the coroutines it knows of into blocking methods.
+    modified = sync_wrapper(_modified)
+    created = sync_wrapper(_created)
+    sign = sync_wrapper(_sign)
+
     # -- whole objects --------------------------------------------------------------
 
     async def _cat_file(
@@ -302,6 +353,11 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kw: Any) -> None:
         if mode == "create" and await self._exists(path):
             raise FileExistsError(errno.EEXIST, "exists", path)
+        if self._intrans:
+            # Held, as a file opened in the transaction is, until it commits.
+            with self.open(path, "wb") as f:  # no I/O but a local temp file
+                f.write(value)
+            return
         with _spooled() as (spool, name):
             spool.write(value)
             spool.close()
@@ -313,7 +369,30 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             return  # object stores have no directories
         client = await self._get_client()
         with _errors(rpath):
-            _check(await client.upload_file(lpath, self._url(rpath)))
+            result = await client.upload_file(lpath, self._url(rpath))
+        if result.failures:
+            await self._raise_if_no_bucket(rpath)
+        _check(result)
+
+    async def _raise_if_no_bucket(self, path: str) -> None:
+        """FileNotFoundError naming the bucket if ``path``'s bucket is missing
+        (asked only after a write failed: a missing bucket otherwise reads
+        as a failure of the local temporary file that was being sent)."""
+        if self.scheme == "file":
+            return
+        root = self._root(self._strip_protocol(path))
+        backend, _ = await self._backend(root)
+        try:
+            await backend.list_page("")
+        except BucketNotFound as exc:
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"the bucket {self.protocol[0]}://{root} does not exist; create it first "
+                f"(fs.mkdir does not create buckets; synxfer mb {self.scheme}://{root})",
+                path,
+            ) from exc
+        except SynxferError:
+            return  # another problem: the transfer's own error says it
 
     async def _get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
         """One object to one local file, through the engine (checked, atomic)."""
@@ -497,18 +576,27 @@ class SynxferFile(AbstractBufferedFile):  # type: ignore[misc]
         shutil.copyfileobj(self.buffer, self._spool)
         if final:
             self._spool.close()
-            try:
-                self.fs.put_file(self._spool_name, self.path)
-            finally:
-                os.unlink(self._spool_name)
+            if self.autocommit:
+                self.commit()
+            # else (in a transaction): the spool waits for commit() or discard()
         return True
 
+    def commit(self) -> None:
+        """Upload the spooled file (at close, or when the transaction commits)."""
+        try:
+            self.fs.put_file(self._spool_name, self.path)
+        finally:
+            self.discard()
+
     def discard(self) -> None:
+        """Forget what was written: remove the spool; nothing is uploaded."""
         spool = getattr(self, "_spool", None)
-        if spool is not None and not spool.closed:
+        if spool is None:
+            return
+        if not spool.closed:
             spool.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._spool_name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._spool_name)
 
 
 # -- registration ------------------------------------------------------------------------
