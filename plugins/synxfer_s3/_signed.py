@@ -45,6 +45,7 @@ from synxfer.backend import (
     ConfigError,
     HttpClient,
     HttpResponse,
+    TransientError,
 )
 
 from ._classify import bucket_not_found, classify, error_text
@@ -318,7 +319,11 @@ class SignedClient:
         raise _coded(cls(text, url=self.url(bucket, key)), code)
 
     def _bad_xml(self, op: str, exc: XmlError, bucket: str, key: str = "") -> BackendError:
-        return BackendError(f"unexpected answer to {op}: {exc}", url=self.url(bucket, key))
+        """Transient: an XML answer that does not parse was most likely damaged
+        on the way (one flipped byte makes it no UTF-8), like a reset
+        connection; the same request again gets a good one, and a server that
+        always answers so fails after the retry policy's attempts (issue 33)."""
+        return TransientError(f"unexpected answer to {op}: {exc}", url=self.url(bucket, key))
 
 
 def _is_ip(host: str) -> bool:
