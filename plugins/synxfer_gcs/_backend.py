@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -757,6 +757,21 @@ class GcsBackend(Backend):
         self.http.bucket_known(False)
 
     # -- conveniences --------------------------------------------------------------
+
+    async def presign(self, key: str, method: Literal["GET", "PUT"], expires_in: int) -> str:
+        """A V4 signed URL (see :mod:`._presign`): needs a service-account key."""
+        from ._presign import presign_url
+
+        auth = self.http._auth
+        return await presign_url(
+            self.endpoint_url,
+            self.bucket,
+            key,
+            method,
+            expires_in,
+            credentials=None if auth is None else auth._credentials,
+            credentials_file=self.http.credentials_file,
+        )
 
     async def bucket_exists(self) -> bool:
         """Whether the bucket exists (a 403 raises PermissionDenied)."""
