@@ -276,6 +276,8 @@ class RunResult:
     stray: int = 0  # GET: files on disk the tree does not have; PUT: objects
     leftover_uploads: int = 0  # PUT: multipart uploads left open
     note: str = ""
+    #: Which objects or files were corrupt (sorted).
+    corrupt_files: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -447,7 +449,8 @@ def _put_round(plan: _Plan, server: Server, tool: Tool, rnd: int, scratch: Path)
         code, seconds, err = _run_tool(tool, op, target, scratch, plan.timeout)
         stats = proxy.snapshot()
     stored = _stored(server, prefix)
-    corrupt = sum(1 for rel, h in plan.sums.items() if rel in stored and stored[rel] != h)
+    bad = sorted(rel for rel, h in plan.sums.items() if rel in stored and stored[rel] != h)
+    corrupt = len(bad)
     missing = sum(1 for rel in plan.sums if rel not in stored)
     stray = sum(1 for rel in stored if rel not in plan.sums)
     leftover = len(_open_uploads(server, prefix))
@@ -468,6 +471,7 @@ def _put_round(plan: _Plan, server: Server, tool: Tool, rnd: int, scratch: Path)
         stray=stray,
         leftover_uploads=leftover,
         note=err if code != 0 else "",
+        corrupt_files=bad,
     )
 
 
@@ -521,7 +525,8 @@ def _get_cell(
             code, seconds, err = _run_tool(tool, op, target, scratch / f"r{rnd}", plan.timeout)
             stats = proxy.snapshot()
         landed = _local_tree(dest)
-        corrupt = sum(1 for rel, h in want.items() if rel in landed and _sha(landed[rel]) != h)
+        bad = sorted(rel for rel, h in want.items() if rel in landed and _sha(landed[rel]) != h)
+        corrupt = len(bad)
         missing = sum(1 for rel in want if rel not in landed)
         stray = sum(1 for rel in landed if rel not in want)
         shutil.rmtree(dest, ignore_errors=True)
@@ -542,6 +547,7 @@ def _get_cell(
                 requests=stats.requests,
                 stray=stray,
                 note=note,
+                corrupt_files=bad,
             )
         )
         log(_line(results[-1]))
@@ -594,7 +600,12 @@ def run_integrity(
         rounds=rounds,
         seed=seed,
         rate=rate,
-        tree={"files": len(sums), "bytes": row.total_bytes, "groups": [list(g) for g in groups]},
+        tree={
+            "files": len(sums),
+            "bytes": row.total_bytes,
+            "groups": [list(g) for g in groups],
+            "largest": max(sums, key=lambda rel: (src / rel).stat().st_size),
+        },
         tools=[],
         servers=[],
         aws_layout="aws-cli" if plan.aws is not None else "boto3 upload_file (aws-cli missing)",
@@ -825,6 +836,9 @@ class IntegrityReport:
             "",
             f"synxfer: 0 corrupt stored and 0 corrupt landed on every server: {verdict}.",
             "",
+        ]
+        out += self._origins()
+        out += [
             "## Servers",
             "",
         ]
@@ -854,6 +868,39 @@ class IntegrityReport:
                 )
         out += ["", "<!-- synxfer-bench: hand-written notes below this line are kept -->", ""]
         return "\n".join(out)
+
+    def _origins(self) -> list[str]:
+        """Where the corrupt files came from: the tool's own objects or aws-cli's,
+        and how many were the largest (multipart) file."""
+        largest = str(self.tree.get("largest", ""))
+        rows = []
+        for c in self.cells:
+            names = [n for r in c.runs for n in r.corrupt_files]
+            if not names:
+                continue
+            big = sum(1 for n in names if n.rpartition("/")[2] == largest.rpartition("/")[2])
+            if c.direction == "put":
+                rows.append(f"| PUT | {c.server} | {c.tool} | {len(names)} | | | {big} |")
+            else:
+                own = sum(1 for n in names if n.startswith("own/"))
+                made = sum(1 for n in names if n.startswith("aws/"))
+                rows.append(
+                    f"| GET | {c.server} | {c.tool} | {len(names)} | {own} | {made} | {big} |"
+                )
+        if not rows:
+            return []
+        return [
+            "## Which files were corrupt",
+            "",
+            f"Sums over the rounds. The largest file is {largest}; aws-cli's objects of it are "
+            "multipart (8 MiB parts).",
+            "",
+            "| direction | server | tool | corrupt | of its own objects | of aws-cli's | "
+            "the largest file |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+            *rows,
+            "",
+        ]
 
     def write(self, out_dir: Path) -> None:
         """``table.txt``, ``results.json`` and ``report.md`` into ``out_dir`` (hand-written
