@@ -352,7 +352,7 @@ class Client:
         loc = self._remote(url)
         root = _dest_dir(Path(local))
         backend = await self._backend(loc)
-        run = Run(options.get("dryrun", False))
+        run = Run(options.get("dryrun", False), no_clobber=options.get("no_clobber", False))
         jobs = await plan_download(
             self._engine,
             run,
@@ -451,7 +451,7 @@ class Client:
             return await self._scale_out(src, dst, args, dryrun, files, write_options)
         if remote_to_remote:
             return await self._copy_tree(s, d, args, dryrun, write_options)
-        run = Run(dryrun, write_options=write_options)
+        run = Run(dryrun, write_options=write_options, no_clobber=_keeps(overwrite))
         if s.is_local and not d.is_local:
             backend = await self._writable(d, write_options)
             run.write_options = self._guarded(backend, write_options, overwrite)
@@ -472,7 +472,7 @@ class Client:
         """``write_options`` as conditional writes (``if_none_match``) when
         ``--no-clobber`` alone is asked and the destination honours them:
         an object written after the listing or HEAD is then kept too."""
-        if overwrite != {Overwrite.NO_CLOBBER}:
+        if not _keeps(overwrite):
             return write_options
         if "if_none_match" not in backend.capabilities.write_options:
             return write_options  # the listing or HEAD before the write decides alone
@@ -487,7 +487,7 @@ class Client:
         overwrite: frozenset[Overwrite],
     ) -> TransferResult:
         """Run one file's job, unless ``overwrite`` keeps its existing destination."""
-        run = Run(dryrun, write_options=write_options)
+        run = Run(dryrun, write_options=write_options, no_clobber=_keeps(overwrite))
         why = await _kept_single(job, overwrite) if overwrite else None
         if why is not None:
             self._engine.skipped(run, job, why)
@@ -552,7 +552,7 @@ class Client:
         write_options: WriteOptions | None,
         overwrite: frozenset[Overwrite],
     ) -> TransferResult:
-        run = Run(dryrun, write_options=write_options)
+        run = Run(dryrun, write_options=write_options, no_clobber=_keeps(overwrite))
         jobs = await self._wildcard_jobs(run, s, d, filters, write_options, overwrite)
         await self._engine.execute(jobs, run)
         return run.finish()
@@ -631,7 +631,7 @@ class Client:
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         if s.is_local and d.is_local:
             raise _local_remote_error(s, d)
-        run = Run(dryrun, write_options=write_options)
+        run = Run(dryrun, write_options=write_options, no_clobber=no_clobber)
         overwrite = _overwrite(no_clobber)
         jobs: Sequence[Job]
         if not raw and _is_wildcard(s):
@@ -909,6 +909,11 @@ def _overwrite(
         (if_source_newer, Overwrite.IF_SOURCE_NEWER),
     )
     return frozenset(kind for on, kind in chosen if on)
+
+
+def _keeps(overwrite: frozenset[Overwrite]) -> bool:
+    """``--no-clobber`` alone: no later condition may allow a replacement."""
+    return overwrite == {Overwrite.NO_CLOBBER}
 
 
 def _not_scaled(overwrite: frozenset[Overwrite]) -> ConfigError:

@@ -218,3 +218,34 @@ def test_cli_no_clobber(moto: S3World, tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "--no-clobber cannot be combined with --files-from" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+class Squatter(Layer):
+    """A local file appears at the destination while the object is read:
+    after the plan looked, before the download renames its temp file."""
+
+    def __init__(self, inner: Any, dest: Path) -> None:
+        super().__init__(inner)
+        self.dest = dest
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        if op in ("read", "read_into") and not self.dest.exists():
+            self.dest.write_bytes(b"theirs")
+        return await fn(*args)
+
+
+@pytest.mark.parametrize("size", [100, 3 * PART + 1])  # one GET; ranged GETs
+async def test_download_never_renames_over_a_file_made_meanwhile(
+    moto: S3World, tmp_path: Path, size: int
+) -> None:
+    bucket = _bucket(moto)
+    _s3(moto).put_object(Bucket=bucket, Key="k", Body=os.urandom(size))
+    dest = tmp_path / "out" / "k"
+    dest.parent.mkdir()
+    layers = [lambda inner: Squatter(inner, dest)]
+    async with synxfer.Client(CONFIG, endpoint_url=moto.endpoint_url, layers=layers) as c:
+        result = await c.copy(f"s3://{bucket}/k", dest, no_clobber=True)
+    assert result.ok, result.failures
+    assert (result.files_skipped, result.files_transferred) == (1, 0)
+    assert dest.read_bytes() == b"theirs"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["k"]  # no temp file left

@@ -68,7 +68,7 @@ def conditional_write(if_none_match: bool) -> dict[str, str]:
     """The header of a write that must not replace an object
     (``WriteOptions.if_none_match``): S3 answers 412 PreconditionFailed
     when the key exists. Stock moto 5.2, SeaweedFS and AWS refuse such a
-    PutObject and CompleteMultipartUpload; docs/no-clobber.md lists the
+    PutObject and CompleteMultipartUpload; decision 0036 lists the
     servers measured and the HEAD that covers the rest."""
     return {"if-none-match": "*"} if if_none_match else {}
 

@@ -51,11 +51,12 @@ from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from ._os import pread
 from .checksums import new_hash
-from .core import Engine
+from .core import Engine, keep_existing
 from .localfile import (
     LocalFile,
     commit_temp,
     identity,
+    place,
     pwrite_all,
     source_changed,
     temp_path_for,
@@ -427,6 +428,7 @@ def write_decompressed(
     check: Callable[[memoryview], None] | None,
     mtime_ns: int | None,
     etag: str | None,
+    keep_existing: bool = False,
 ) -> None:
     """:func:`.localfile.write_whole_file` for a compressed object held whole
     in ``data``: ``check`` the stored bytes first, then decompress into
@@ -442,7 +444,15 @@ def write_decompressed(
         out.feed(data)
         out.finish()
 
-    commit_temp(dest, tmp, fill, exclusive=exclusive, mtime_ns=mtime_ns, etag=etag)
+    commit_temp(
+        dest,
+        tmp,
+        fill,
+        exclusive=exclusive,
+        mtime_ns=mtime_ns,
+        etag=etag,
+        keep_existing=keep_existing,
+    )
 
 
 async def download_compressed(
@@ -534,7 +544,7 @@ async def download_compressed(
 
         await f.finish(_mtime_ns(info), info.etag)
         await f.close()
-        await scheduler.io(os.replace, tmp, dest)
+        await scheduler.io(place, tmp, dest, keep_existing())
         committed = True
         return fetched, p.exp is not None or backend.capabilities.verified_reads
     finally:

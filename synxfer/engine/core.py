@@ -29,7 +29,7 @@ from .._models import (
 from .journal import ResumeJournal
 from .scheduler import Scheduler
 
-__all__ = ["NO_CLOBBER", "Engine", "Job", "Run", "describe_error"]
+__all__ = ["NO_CLOBBER", "Engine", "Job", "Run", "describe_error", "keep_existing"]
 
 #: Why a file was skipped when its destination exists and ``--no-clobber`` is on.
 NO_CLOBBER = "exists, --no-clobber"
@@ -56,6 +56,9 @@ class Run:
     #: Sources of uploads the store refused because the key exists
     #: (``WriteOptions.if_none_match``): skipped, so a move keeps them.
     kept: set[str] = field(default_factory=set)
+    #: ``--no-clobber``: a download never renames over an existing file
+    #: (:func:`.localfile.place`), even one made after the plan looked.
+    no_clobber: bool = False
 
     def finish(self) -> TransferResult:
         self.result.elapsed = time.monotonic() - self.started
@@ -188,6 +191,14 @@ class Engine:
                 self.skipped(run, job, NO_CLOBBER)
             else:
                 self.failed(run, job, exc)
+        except FileExistsError as exc:
+            from .localfile import DestinationExists
+
+            if isinstance(exc, DestinationExists):  # a file appeared: --no-clobber keeps it
+                run.kept.add(job.src)
+                self.skipped(run, job, NO_CLOBBER)
+            else:
+                self.failed(run, job, exc)
         except Exception as exc:
             log.debug("%s %s -> %s failed", job.action.value, job.src, job.dst, exc_info=True)
             self.failed(run, job, exc)
@@ -283,3 +294,10 @@ class Engine:
         run, job = current
         run.result.retries += 1
         self._event(EventKind.RETRY, job, run, error=f"{op} attempt {attempt}: {exc}")
+
+
+def keep_existing() -> bool:
+    """Whether the job being served must not replace an existing local file
+    (its run's ``no_clobber``); read on the event loop, where the job runs."""
+    current = _current.get()
+    return current is not None and current[0].no_clobber

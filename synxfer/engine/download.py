@@ -34,9 +34,9 @@ from ..backend import Backend
 from ._os import OPEN_FLAGS
 from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
 from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
-from .core import Engine
+from .core import Engine, keep_existing
 from .journal import DownloadEntry
-from .localfile import TEMP_SUFFIX, LocalFile, temp_path_for, write_whole_file
+from .localfile import TEMP_SUFFIX, LocalFile, place, temp_path_for, write_whole_file
 from .meta import stored_mtime
 from .parts import (
     Part,
@@ -194,6 +194,7 @@ async def _download_single(
                     check=check,
                     mtime_ns=_mtime_ns(info),
                     etag=info.etag,
+                    keep_existing=keep_existing(),
                 )
             )
 
@@ -376,7 +377,7 @@ async def _download_ranges(
         )
         await f.finish(_mtime_ns(info), info.etag)
         await f.close()
-        await scheduler.io(os.replace, tmp, dest)
+        await scheduler.io(place, tmp, dest, keep_existing())
         committed = True
         await recorded()
         await engine.journal.download_done(str(dest))

@@ -28,10 +28,12 @@ __all__ = [
     "PREALLOCATE_MIN",
     "TEMP_SUFFIX",
     "Buffer",
+    "DestinationExists",
     "Identity",
     "LocalFile",
     "commit_temp",
     "open_creating_parents",
+    "place",
     "pwrite_all",
     "read_whole_file",
     "source_changed",
@@ -291,6 +293,7 @@ def write_whole_file(
     check: Callable[[memoryview], None] | None,
     mtime_ns: int | None,
     etag: str | None,
+    keep_existing: bool = False,
 ) -> None:
     """Put ``data`` at ``dest`` atomically, in ONE blocking call (a worker thread).
 
@@ -310,7 +313,46 @@ def write_whole_file(
         if check is not None:
             check(memoryview(data))
 
-    commit_temp(dest, tmp, fill, exclusive=exclusive, mtime_ns=mtime_ns, etag=etag)
+    commit_temp(
+        dest,
+        tmp,
+        fill,
+        exclusive=exclusive,
+        mtime_ns=mtime_ns,
+        etag=etag,
+        keep_existing=keep_existing,
+    )
+
+
+class DestinationExists(FileExistsError):
+    """A download kept an existing file (``--no-clobber``): nothing replaced."""
+
+
+def place(tmp: Path, dest: Path, keep_existing: bool = False) -> None:
+    """Rename the finished ``tmp`` to ``dest`` (blocking).
+
+    ``keep_existing``: never over an existing ``dest``, even one made after
+    the plan looked: a hard link fails if the name exists (O_EXCL's promise
+    for a rename); where links are refused, the name is reserved with
+    O_EXCL first. Raises :class:`DestinationExists` (``tmp`` removed).
+    """
+    if not keep_existing:
+        os.replace(tmp, dest)
+        return
+    try:
+        try:
+            os.link(tmp, dest)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links on this filesystem: reserve the name
+            os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600))
+            os.replace(tmp, dest)
+            return
+    except FileExistsError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise DestinationExists(f"{dest} exists (--no-clobber): kept") from None
+    os.unlink(tmp)
 
 
 def commit_temp(
@@ -321,6 +363,7 @@ def commit_temp(
     exclusive: bool,
     mtime_ns: int | None,
     etag: str | None,
+    keep_existing: bool = False,
 ) -> None:
     """Create ``tmp`` (``exclusive``: it must not exist, else it is
     truncated; missing parents are made), ``fill(fd)`` it, give it the mtime
@@ -335,7 +378,7 @@ def commit_temp(
             _finish(fd, mtime_ns, etag)
         finally:
             os.close(fd)
-        os.replace(tmp, dest)
+        place(tmp, dest, keep_existing)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
