@@ -1,7 +1,7 @@
 """synxfer.fsspec: fsspec's own abstract test suites over synxfer backends, and more.
 
 ``fsspec.tests.abstract`` (copy, get, put, open, pipe) runs against
-``sx+s3://`` on moto over HTTP (127.0.0.1) and against ``sx+file://``. Both
+``sx+s3://`` on stock moto over HTTP (127.0.0.1) and against ``sx+file://``. Both
 are object stores to fsspec: no empty directories (the suites'
 ``supports_empty_directories`` is false, as for s3fs). The mv suite does
 not apply: it is for local filesystems (its fixtures are not the
@@ -37,17 +37,16 @@ from synxfer.fsspec import (
     SynxferFileSystem,
     register,
 )
-from synxfer_servers.s3 import MotoProcess
 
 from .conftest import SMALL
 
 
 @pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    """moto in a subprocess: the suites make thousands of small requests, and an
-    in-process server would share the test's GIL with the IO thread."""
-    with MotoProcess() as server:
-        yield server.endpoint_url
+def moto_endpoint(stock_moto: Any) -> str:
+    """Stock moto, as it ships, in a subprocess (the session's): the suites make
+    thousands of small requests, and an in-process server would share the
+    test's GIL with the IO thread."""
+    return str(stock_moto.endpoint_url)
 
 
 @pytest.fixture
