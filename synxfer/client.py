@@ -431,7 +431,7 @@ class Client:
         overwrite = _overwrite(no_clobber, if_size_differ, if_source_newer)
         if overwrite and self._scaled(files):
             raise _not_scaled(overwrite)
-        if not raw and _is_wildcard(s):
+        if not raw and await self._is_wildcard(s, recursive):
             return await self._wildcard(s, d, filters, dryrun, write_options, overwrite)
         if not recursive and files is None:
             job: UploadJob | DownloadJob | CopyJob
@@ -465,6 +465,26 @@ class Client:
             raise _local_remote_error(s, d)
         await self._engine.execute(jobs, run)
         return run.finish()
+
+    async def _is_wildcard(self, loc: Location, recursive: bool) -> bool:
+        """Whether the source ``loc`` is a glob: it has ``*``, ``?`` or ``[``
+        and names nothing as it is -- a file or object called ``a[1].txt``
+        (one stat) is itself, and so is a prefix ending in ``/`` copied with
+        ``recursive`` (fsspec and scripts pass such names as they are)."""
+        text = str(loc.path) if loc.is_local else loc.key
+        if not has_magic(text):
+            return False
+        if loc.is_local:
+            return not os.path.lexists(text)
+        if recursive and text.endswith("/"):
+            return False
+        try:
+            await (await self._backend(loc)).stat(text)
+        except BucketNotFound:
+            raise
+        except NotFound:
+            return True
+        return False
 
     def _guarded(
         self, backend: Backend, write_options: WriteOptions | None, overwrite: frozenset[Overwrite]
@@ -634,7 +654,7 @@ class Client:
         run = Run(dryrun, write_options=write_options, no_clobber=no_clobber)
         overwrite = _overwrite(no_clobber)
         jobs: Sequence[Job]
-        if not raw and _is_wildcard(s):
+        if not raw and await self._is_wildcard(s, recursive):
             jobs = await self._wildcard_jobs(run, s, d, filters, write_options, overwrite)
         elif not recursive:
             one: UploadJob | DownloadJob | CopyJob
@@ -922,13 +942,6 @@ def _not_scaled(overwrite: frozenset[Overwrite]) -> ConfigError:
         f"{names} cannot be combined with --files-from, --processes or --dask yet: "
         "leave one of them out"
     )
-
-
-def _is_wildcard(loc: Location) -> bool:
-    text = str(loc.path) if loc.is_local else loc.key
-    if not has_magic(text):
-        return False
-    return not (loc.is_local and os.path.lexists(text))  # a file named 'a*b' is itself
 
 
 async def _kept_single(

@@ -114,14 +114,21 @@ async def test_local_glob_uploads_and_mv_moves_only_matches(
     assert _files(data) == {"b.txt": b"2"}  # the matches moved, the rest stays
 
 
-async def test_raw_takes_the_star_literally(moto: S3World, bucket: str, tmp_path: Path) -> None:
+async def test_a_name_that_exists_is_itself_and_raw_is_literal(
+    moto: S3World, bucket: str, tmp_path: Path
+) -> None:
     async with synxfer.Client(endpoint_url=moto.endpoint_url) as c:
-        literal = await c.copy(f"s3://{bucket}/raw/star*key", tmp_path / "one", raw=True)
-        assert literal.files_transferred == 1
+        # An object named with a '*' is that object (fsspec passes such names).
+        itself = await c.copy(f"s3://{bucket}/raw/star*key", tmp_path / "one")
+        assert itself.files_transferred == 1
         assert (tmp_path / "one").read_bytes() == b"literal"
-        both = await c.copy(f"s3://{bucket}/raw/star*key", tmp_path / "both")
-    assert both.files_transferred == 2
-    assert _files(tmp_path / "both") == {"star*key": b"literal", "starXkey": b"other"}
+        # 'star?key' names no object: a glob, matching both keys...
+        both = await c.copy(f"s3://{bucket}/raw/star?key", tmp_path / "both")
+        assert both.files_transferred == 2
+        assert _files(tmp_path / "both") == {"star*key": b"literal", "starXkey": b"other"}
+        # ...unless --raw: then it is a key, and there is none.
+        with pytest.raises(NotFound, match=r"star\?key: no such object"):
+            await c.copy(f"s3://{bucket}/raw/star?key", tmp_path / "three", raw=True)
 
 
 async def test_no_match_is_an_error(moto: S3World, bucket: str, tmp_path: Path) -> None:
