@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
-import fsspec
+import boto3  # type: ignore[import-untyped]
+import fsspec  # type: ignore[import-untyped]
 import pytest
-from fsspec.tests.abstract import (
+from fsspec.tests.abstract import (  # type: ignore[import-untyped]
     AbstractCopyTests,
     AbstractFixtures,
     AbstractGetTests,
@@ -56,7 +56,7 @@ def s3_bucket(moto_endpoint: str) -> str:
     return name
 
 
-class S3Fixtures(AbstractFixtures):
+class S3Fixtures(AbstractFixtures):  # type: ignore[misc]
     @pytest.fixture(scope="class")
     @classmethod
     def fs(cls, moto_endpoint: str) -> Iterator[SynxferFileSystem]:
@@ -77,7 +77,7 @@ class S3Fixtures(AbstractFixtures):
         return False
 
 
-class FileFixtures(AbstractFixtures):
+class FileFixtures(AbstractFixtures):  # type: ignore[misc]
     @pytest.fixture(scope="class")
     @classmethod
     def fs(cls) -> Iterator[SynxferFileSystem]:
@@ -96,43 +96,43 @@ class FileFixtures(AbstractFixtures):
         return False
 
 
-class TestS3Copy(AbstractCopyTests, S3Fixtures):
+class TestS3Copy(AbstractCopyTests, S3Fixtures):  # type: ignore[misc]
     pass
 
 
-class TestS3Get(AbstractGetTests, S3Fixtures):
+class TestS3Get(AbstractGetTests, S3Fixtures):  # type: ignore[misc]
     pass
 
 
-class TestS3Put(AbstractPutTests, S3Fixtures):
+class TestS3Put(AbstractPutTests, S3Fixtures):  # type: ignore[misc]
     pass
 
 
-class TestS3Open(AbstractOpenTests, S3Fixtures):
+class TestS3Open(AbstractOpenTests, S3Fixtures):  # type: ignore[misc]
     pass
 
 
-class TestS3Pipe(AbstractPipeTests, S3Fixtures):
+class TestS3Pipe(AbstractPipeTests, S3Fixtures):  # type: ignore[misc]
     pass
 
 
-class TestFileCopy(AbstractCopyTests, FileFixtures):
+class TestFileCopy(AbstractCopyTests, FileFixtures):  # type: ignore[misc]
     pass
 
 
-class TestFileGet(AbstractGetTests, FileFixtures):
+class TestFileGet(AbstractGetTests, FileFixtures):  # type: ignore[misc]
     pass
 
 
-class TestFilePut(AbstractPutTests, FileFixtures):
+class TestFilePut(AbstractPutTests, FileFixtures):  # type: ignore[misc]
     pass
 
 
-class TestFileOpen(AbstractOpenTests, FileFixtures):
+class TestFileOpen(AbstractOpenTests, FileFixtures):  # type: ignore[misc]
     pass
 
 
-class TestFilePipe(AbstractPipeTests, FileFixtures):
+class TestFilePipe(AbstractPipeTests, FileFixtures):  # type: ignore[misc]
     pass
 
 
