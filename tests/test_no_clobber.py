@@ -218,6 +218,17 @@ def test_cli_no_clobber(moto: S3World, tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "--no-clobber cannot be combined with --files-from" in bad.stderr
     assert "Traceback" not in bad.stderr
+    # sync and mv take it too; mv keeps the source it did not copy.
+    d = tmp_path / "tree"
+    d.mkdir()
+    (d / "k").write_bytes(b"newer")
+    sync = [sys.executable, "-m", "synxfer.cli.main", "sync", str(d), f"s3://{bucket}/"]
+    assert subprocess.run([*sync, "--no-clobber"], env=env, capture_output=True).returncode == 0
+    assert _body(moto, bucket, "k") == b"old"
+    mv = [sys.executable, "-m", "synxfer.cli.main", "mv", str(f), f"s3://{bucket}/k", "-n"]
+    assert subprocess.run(mv, env=env, capture_output=True).returncode == 0
+    assert f.read_bytes() == b"new"
+    assert _body(moto, bucket, "k") == b"old"
 
 
 class Squatter(Layer):
