@@ -280,3 +280,61 @@ def test_gs_without_a_key_says_what_is_needed(
     assert "nothing to sign with" in err
     assert "gs.credentials_file" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "addressing", "key"),
+    [
+        ("http://127.0.0.1:9000", "path", "dir/a key+é&=?.bin"),
+        ("https://s3.eu-west-1.amazonaws.com", "virtual", "plain/key.txt"),
+        ("https://minio.example:8443/base", "path", "x~y/(1)!*'.csv"),
+    ],
+)
+async def test_s3_url_is_botocores(
+    endpoint: str, addressing: str, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same URL as botocore's ``generate_presigned_url`` at the same second,
+    with a session token: what SeaweedFS cannot show (it has no tokens), and
+    virtual-host and base-path endpoints. (No request is sent.)"""
+    import datetime
+
+    import boto3  # type: ignore[import-untyped]
+    import botocore.auth
+    from botocore.config import Config
+
+    from synxfer_s3._credentials import Credentials, StaticCredentials
+    from synxfer_s3._presign import presign_url
+    from synxfer_s3._signed import SignedClient
+
+    when = datetime.datetime(2026, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)
+    import botocore.crt.auth  # botocore signs with awscrt when it is installed
+
+    for module in (botocore.auth, botocore.crt.auth):
+        monkeypatch.setattr(module, "get_current_datetime", lambda **_: when)
+    creds = ("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "FwoG/token+=")
+    region = "eu-west-1"
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id=creds[0],
+        aws_secret_access_key=creds[1],
+        aws_session_token=creds[2],
+        config=Config(signature_version="s3v4", s3={"addressing_style": addressing}),  # type: ignore[arg-type]
+    )
+    theirs = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": "bkt", "Key": key}, ExpiresIn=900
+    )
+    client = SignedClient(
+        region=region,
+        credentials=StaticCredentials(Credentials(*creds)),
+        endpoint_url=endpoint,
+        addressing=addressing,  # type: ignore[arg-type]
+    )
+    try:
+        ours = await presign_url(client, "bkt", key, "PUT", 900, now=when.timestamp())
+    finally:
+        await client.aclose()
+    a, b = urlsplit(ours), urlsplit(theirs)
+    assert (a.scheme, a.netloc, a.path) == (b.scheme, b.netloc, b.path)
+    assert parse_qs(a.query) == parse_qs(b.query)
