@@ -72,7 +72,7 @@ from synxfer import (
     TransferConfig,
     TransferResult,
 )
-from synxfer.backend import Backend
+from synxfer.backend import Backend, resolve
 
 __all__ = [
     "SynxferFile",
@@ -310,6 +310,9 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         """A presigned GET URL for ``path`` valid ``expiration`` seconds
         (fsspec's default 100); ``method="PUT"`` gives an upload URL
         (:meth:`synxfer.Client.presign`)."""
+        factory = resolve(self.scheme)
+        if getattr(factory, "presign", Backend.presign) is Backend.presign:
+            raise NotImplementedError(f"{self.protocol[0]}:// cannot sign URLs")
         client = await self._get_client()
         method = kwargs.pop("method", "GET")
         if kwargs:

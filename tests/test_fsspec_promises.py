@@ -161,3 +161,14 @@ def test_sign_gives_a_url_urllib_can_fetch(weed_env: Any) -> None:
             fs.sign(path, expiration=0)
     finally:
         fs.close()
+
+
+def test_sign_where_the_backend_cannot(tmp_path: Path) -> None:
+    from synxfer.fsspec import SxFileFileSystem
+
+    fs = SxFileFileSystem(skip_instance_cache=True)
+    try:
+        with pytest.raises(NotImplementedError, match="sx\\+file:// cannot sign"):
+            fs.sign(str(tmp_path / "x"))
+    finally:
+        fs.close()
