@@ -392,13 +392,16 @@ def test_rm_recursive_with_filters(
 
 
 _RUN = """
-import atexit, sys, threading, time
+import atexit, sys, threading
 class Teardown:
     def __del__(self):
         print("teardown ran", flush=True)
 witness = Teardown()  # freed by the interpreter's teardown, never by os._exit
 if sys.argv[1] == "thread":
-    threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", flush=True))).start()
+    # Still running when run() ends, however long the command takes: it
+    # waits for the main thread to finish (the interpreter's shutdown).
+    main = threading.main_thread()
+    threading.Thread(target=lambda: (main.join(), print("thread done", flush=True))).start()
 if sys.argv[1] == "atexit":
     atexit.register(lambda: print("atexit ran", flush=True))
 sys.argv = ["synxfer", *sys.argv[2:]]
