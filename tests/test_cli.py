@@ -567,3 +567,27 @@ def test_printer_and_throttled_progress() -> None:
     assert summary_line(result) == (
         "summary: 1 transferred (3.00 MiB), 0 skipped, 0 deleted, 0 failed in 2.00s, 1.50 MiB/s"
     )
+
+
+def test_each_run_in_a_process_sets_logging_up_anew(tmp_path: Path) -> None:
+    """main() run twice in one process (tests, wrappers): the second run has
+    one handler of synxfer's on the root logger, not two, and does not keep
+    the first run's -v (whose DEBUG tracebacks would reach its stderr)."""
+    import logging
+
+    from synxfer.cli.main import main
+
+    src = tmp_path / "a.txt"
+    src.write_bytes(b"a")
+    before = list(logging.getLogger().handlers)
+    try:
+        assert main(["-v", "cp", str(src), f"file://{tmp_path / 'd' / 'b.txt'}"]) == 0
+        assert logging.getLogger("synxfer").level == logging.DEBUG
+        assert main(["cp", str(src), f"file://{tmp_path / 'd' / 'c.txt'}"]) == 0
+        assert logging.getLogger("synxfer").level == logging.NOTSET
+        added = [h for h in logging.getLogger().handlers if h not in before]
+        assert len(added) == 1
+    finally:
+        for h in logging.getLogger().handlers:
+            if h not in before:
+                logging.getLogger().removeHandler(h)

@@ -70,14 +70,24 @@ def _setup_logging(verbose: int) -> None:
         def format(self, record: logging.LogRecord) -> str:
             return redact(cli_words(super().format(record)))
 
+    global _log_handler
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
+    # main() may run more than once in a process (tests, wrappers): each run
+    # sets logging up anew instead of stacking handlers and keeping the last
+    # run's -v (a DEBUG traceback on the next run's stderr).
+    if _log_handler is not None:
+        root.removeHandler(_log_handler)
+    _log_handler = handler
     root.addHandler(handler)
     root.setLevel(logging.INFO if verbose >= 2 else logging.WARNING)
-    if verbose >= 1:
-        logging.getLogger("synxfer").setLevel(logging.DEBUG)
-        # Never DEBUG for botocore & co: their debug log includes request headers.
+    # Never DEBUG for botocore & co: their debug log includes request headers.
+    logging.getLogger("synxfer").setLevel(logging.DEBUG if verbose >= 1 else logging.NOTSET)
+
+
+#: The handler the last :func:`_setup_logging` installed on the root logger.
+_log_handler: logging.Handler | None = None
 
 
 def _check_locations(args: argparse.Namespace) -> None:
