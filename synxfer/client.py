@@ -471,6 +471,8 @@ class Client:
         and names nothing as it is -- a file or object called ``a[1].txt``
         (one stat) is itself, and so is a prefix ending in ``/`` copied with
         ``recursive`` (fsspec and scripts pass such names as they are)."""
+        if loc.scheme in ("http", "https"):
+            return False  # a URL's "?" starts its query, and the web cannot be listed
         text = str(loc.path) if loc.is_local else loc.key
         if not has_magic(text):
             return False
