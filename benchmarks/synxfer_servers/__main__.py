@@ -39,6 +39,20 @@ DUMMY_CREDENTIALS = {
 }
 
 
+def _moto_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both moto servers (strict and stock) take."""
+    parser.add_argument(
+        "--port", type=int, default=9000, help="port to listen on (default 9000; 0: any free)"
+    )
+    parser.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket at start (repeatable)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m synxfer_servers",
@@ -46,16 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="server", metavar="SERVER", required=True)
     s3 = sub.add_parser("s3", help="moto's S3 on 127.0.0.1", description=__doc__)
-    s3.add_argument(
-        "--port", type=int, default=9000, help="port to listen on (default 9000; 0: any free)"
-    )
-    s3.add_argument(
-        "--bucket",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="create this bucket at start (repeatable)",
-    )
+    _moto_arguments(s3)
     stock = sub.add_parser(
         "s3-stock",
         help='moto as `pip install "moto[server]"` ships it, on 127.0.0.1',
@@ -63,16 +68,7 @@ def _parser() -> argparse.ArgumentParser:
         "optional crc32c package, reports CRC32 values as ChecksumCRC32C. Otherwise as "
         "the s3 server.",
     )
-    stock.add_argument(
-        "--port", type=int, default=9000, help="port to listen on (default 9000; 0: any free)"
-    )
-    stock.add_argument(
-        "--bucket",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="create this bucket at start (repeatable)",
-    )
+    _moto_arguments(stock)
     ceph = sub.add_parser(
         "ceph",
         help="Ceph RGW on a one-node cluster on 127.0.0.1 (apt-get install radosgw ...)",
