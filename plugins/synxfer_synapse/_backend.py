@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import base64
 import calendar
-import hashlib
 import json
 import re
 import time
@@ -82,11 +81,10 @@ from synxfer.backend import (
     WriteOptions,
     bounded_map,
     option_int,
-    to_thread_holding,
 )
 
 from ._config import SynapseSettings, load_settings, no_token
-from ._entities import Remote, Tree, entity_kind, md5_hex_of_b64
+from ._entities import Remote, Tree, entity_kind
 from ._rest import SynapseRest
 
 __all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
@@ -600,12 +598,7 @@ class SynapseBackend(UrlBackend):
     ) -> ObjectInfo:
         """A one-part upload: start (or resume), one part, complete, register."""
         self._check_key(key)
-        if checksum is not None and checksum.algorithm == "md5":
-            md5 = md5_hex_of_b64(checksum.value)
-        else:
-            md5 = None
-        if md5 is None:
-            md5 = await to_thread_holding(_md5_hex, data)
+        md5 = await self._md5_hex(data, checksum)  # the SDK's: the engine's MD5, else a thread
         size = len(data)
         digests = ContentDigests(size, max(size, MIN_PART_SIZE), md5, (md5,))
         upload = await self.create_multipart(key, replace(options, digests=digests))
@@ -629,10 +622,6 @@ class SynapseBackend(UrlBackend):
                 url=self.url(key),
             )
         return await super().create_multipart(key, options)
-
-
-def _md5_hex(data: Payload) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _b64(md5_hex: str) -> str:
