@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import datetime as _dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -65,14 +64,6 @@ def _md5_b64(hex_md5: str | None) -> str | None:
     except ValueError:
         return None
     return base64.b64encode(raw).decode("ascii") if len(raw) == 16 else None
-
-
-def md5_hex_of_b64(value: str) -> str | None:
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return raw.hex() if len(raw) == 16 else None
 
 
 @dataclass(frozen=True, slots=True)
