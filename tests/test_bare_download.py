@@ -1,4 +1,4 @@
-"""benchmarks/bare_download.py, the A/Bs' floor tool: its files must be the objects.
+"""benchmarks/experiments/bare_download.py, the A/Bs' floor tool: its files must be the objects.
 
 A floor that wrote the wrong bytes quickly would look like a result.
 ``s3_download_ab.py`` checks each run's files, but it is run by hand, on
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-BARE = Path(__file__).resolve().parent.parent / "benchmarks" / "bare_download.py"
+BARE = Path(__file__).resolve().parent.parent / "benchmarks" / "experiments" / "bare_download.py"
 MiB = 1 << 20
 
 

@@ -14,7 +14,7 @@ the order rotated each round. A tool is
   ``s5cmd::ARGS`` for its global flags (``s5cmd::--numworkers 4``), and
   ``s5cmd-NAME::ARGS`` for a second s5cmd under another name;
 * ``bare...`` (any name starting so, e.g. ``bare16``, ``bare32pipe``):
-  ``benchmarks/bare_download.py`` with ``::ARGS`` (``--range-mib 32
+  ``benchmarks/experiments/bare_download.py`` with ``::ARGS`` (``--range-mib 32
   --mode pipe``), the floor of a Python data plane: threads, ranged GETs,
   no journal, no retries; ``--mode native`` is the floor of a native one
   (``bare_native.c``, compiled on first use).
@@ -27,9 +27,9 @@ seconds) and, against the first tool, the median of the per-round wall
 differences and in how many rounds it was lower -- the figure to quote,
 since absolute times on a shared machine drift::
 
-    python benchmarks/s3_download_ab.py --rows 1x1GiB,10x100MiB --rounds 8 \\
+    python benchmarks/experiments/s3_download_ab.py --rows 1x1GiB,10x100MiB --rounds 8 \\
         before=/path/to/old/worktree after=. s5cmd
-    python benchmarks/s3_download_ab.py --rows 100x10MiB --tool-env exp:MY_SWITCH=1 \\
+    python benchmarks/experiments/s3_download_ab.py --rows 100x10MiB --tool-env exp:MY_SWITCH=1 \\
         head=. exp=/tmp/scratch-tree "wide=.::--max-threads 12" "s5cmd::--numworkers 4"
 
 Options go before the tools. Drop the page cache first (``sync; echo 3 >
@@ -57,6 +57,7 @@ from synxfer_bench.targets import SeaweedTarget
 from synxfer_bench.tools import Peers
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Tool:
     tree: Path | None  # None: s5cmd
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    bare: bool = False  # benchmarks/bare_download.py, with this repository's synxfer
+    bare: bool = False  # benchmarks/experiments/bare_download.py, with this repository's synxfer
 
 
 def parse_tool(spec: str) -> Tool:
@@ -73,7 +74,7 @@ def parse_tool(spec: str) -> Tool:
     if head == "s5cmd" or head.startswith("s5cmd-"):
         return Tool(head, None, extra.split())
     if head.startswith("bare") and "=" not in head:
-        return Tool(head, HERE.parent, extra.split(), bare=True)
+        return Tool(head, REPO, extra.split(), bare=True)
     name, sep, tree = head.partition("=")
     if not sep or not name or not tree:
         raise SystemExit(

@@ -22,8 +22,9 @@ to sign its requests, so its start-up costs what synxfer's does. Run it
 through ``s3_download_ab.py`` (a tool ``bare...::ARGS``), which gives it the
 endpoint and credentials and checks its files; by hand::
 
-    AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... python benchmarks/bare_download.py \\
-        --endpoint-url http://127.0.0.1:8333 --range-mib 32 --mode pipe s3://bucket/prefix/ out/
+    AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... \\
+        python benchmarks/experiments/bare_download.py --endpoint-url http://127.0.0.1:8333 \\
+        --range-mib 32 --mode pipe s3://bucket/prefix/ out/
 """
 
 from __future__ import annotations
