@@ -52,6 +52,12 @@ class ObjectInfo:
     ``encryption`` is the server-side encryption the service reports
     (S3: ``AES256``, ``aws:kms``, ``aws:kms:dsse``; ``SSE-C`` for
     customer-provided keys), None when it reports none.
+    ``version_id`` is the object version the service reports (S3's
+    ``versionId``; ``"null"`` for one written while versioning was off),
+    None when it has none. A version listing (``Client.ls(versions=True)``)
+    also says whether this is the current version (``is_latest``) and
+    whether it is a delete marker (``delete_marker``, size 0); other
+    listings list current versions only.
     """
 
     key: str
@@ -62,6 +68,9 @@ class ObjectInfo:
     content_type: str | None = None
     checksums: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     encryption: str | None = None
+    version_id: str | None = None
+    is_latest: bool = True
+    delete_marker: bool = False
 
 
 @dataclass(frozen=True, slots=True)

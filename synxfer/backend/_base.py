@@ -388,6 +388,29 @@ class Backend(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot presign URLs")
 
+    # -- object versions (optional) -------------------------------------------
+
+    def at_version(self, version_id: str) -> Backend:
+        """A view of this backend whose reads (``stat``, ``stat_part``,
+        ``read``, ``read_into``) and ``delete`` address version ``version_id``
+        of the key they are given (S3's ``versionId``), for ``--version-id``.
+
+        The view shares this backend's connections: it is never opened or
+        closed on its own, and it offers no server-side copy (its
+        :meth:`copy_scope` is None), so the engine streams a version it
+        copies, pinned on every read. A version that does not exist raises
+        NotFound. Default: the backend has no versions (NotImplementedError;
+        the client turns it into a ConfigError naming the option).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no object versions")
+
+    async def list_versions_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        """One page of every version of the objects under ``prefix`` (``ls
+        --all-versions``), in key order, newest version first within a key;
+        the items carry ``version_id``, ``is_latest`` and ``delete_marker``
+        (a delete marker has size 0). Default: NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list object versions")
+
     # -- conveniences built on the primitives --------------------------------
 
     async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
@@ -401,6 +424,19 @@ class Backend(abc.ABC):
         cursor: str | None = None
         while True:
             page = await self.list_page(prefix, cursor)
+            for item in page.items:
+                yield item
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+            guard.check(cursor)
+
+    async def list_versions(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
+        """Every version under ``prefix``, page by page (see :meth:`list`)."""
+        guard = CursorGuard(self.url(prefix), "version listing")
+        cursor: str | None = None
+        while True:
+            page = await self.list_versions_page(prefix, cursor)
             for item in page.items:
                 yield item
             if page.cursor is None:

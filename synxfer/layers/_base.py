@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -164,6 +165,17 @@ class Layer(Backend):
 
     async def list_buckets(self) -> list[BucketInfo]:
         return await self._call("list_buckets", self.inner.list_buckets)
+
+    def at_version(self, version_id: str) -> Backend:
+        # The same layers (sharing their state: limiter, retry policy) over
+        # the inner backend's view of that version.
+        view = copy.copy(self)
+        view.inner = self.inner.at_version(version_id)
+        return view
+
+    async def list_versions_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        fn = self.inner.list_versions_page
+        return await self._call("list_versions_page", fn, prefix, cursor)
 
     async def presign(self, key: str, method: Literal["GET", "PUT"], expires_in: int) -> str:
         # Local signing, no request: no slot, no retry, no timeout.
