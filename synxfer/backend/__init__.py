@@ -92,6 +92,7 @@ from ._base import (
     Payload,
 )
 from ._crc32c import crc32c, crc32c_available
+from ._customer_key import CUSTOMER_KEY_ALGORITHMS, CustomerKey, customer_key
 from ._http import Body, BodyTooLarge, HttpClient
 from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
@@ -112,6 +113,7 @@ from ._urls import (
 
 __all__ = [
     "CANNED_ACLS",
+    "CUSTOMER_KEY_ALGORITHMS",
     "SSE_ALGORITHMS",
     "UNLIMITED",
     "WRITE_OPTION_NAMES",
@@ -130,6 +132,7 @@ __all__ = [
     "ConfigError",
     "ContentDigests",
     "CursorGuard",
+    "CustomerKey",
     "GiB",
     "HttpClient",
     "HttpResponse",
@@ -166,6 +169,7 @@ __all__ = [
     "checksums_from_headers",
     "crc32c",
     "crc32c_available",
+    "customer_key",
     "first_error",
     "md5_header_allowed",
     "open_backend",

@@ -25,6 +25,7 @@ from .._models import (
     ReadResult,
     WriteOptions,
 )
+from ._customer_key import CustomerKey
 from ._requests import UNLIMITED, RequestLimiter
 
 __all__ = [
@@ -88,6 +89,10 @@ class Capabilities:
     #: so an option is never dropped silently. Every backend stores metadata
     #: and a content type; declare more as the service takes them.
     write_options: frozenset[str] = frozenset({"metadata", "content_type"})
+    #: Sends ``BackendOptions.sse_c_read_key`` / ``sse_c_write_key`` (S3's
+    #: SSE-C) on every request that needs them; a client refuses a key for a
+    #: backend without it, so no key is ever ignored silently.
+    customer_keys: bool = False
     #: Storage classes ``WriteOptions.storage_class`` may name (when
     #: ``"storage_class"`` is in ``write_options``); empty: not checked here.
     storage_classes: frozenset[str] = frozenset()
@@ -128,6 +133,11 @@ class BackendOptions:
     #: The scheduler's request limit, for operations listed in
     #: ``Capabilities.fan_out`` (one slot per request they send).
     requests: RequestLimiter = field(default=UNLIMITED, compare=False, repr=False)
+    #: Customer-provided encryption keys (S3's SSE-C), for a backend with
+    #: ``Capabilities.customer_keys``: sent on requests that read an object
+    #: (HEAD, GET, a copy's source) and on those that write one. Never shown.
+    sse_c_read_key: CustomerKey | None = field(default=None, compare=False, repr=False)
+    sse_c_write_key: CustomerKey | None = field(default=None, compare=False, repr=False)
 
 
 class Backend(abc.ABC):
