@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._units import parse_rate, parse_size
 
+if TYPE_CHECKING:
+    from .._models import TransferResult
+    from ..client import Client
+
 __all__ = [
+    "Command",
     "FilterAction",
     "Parser",
     "compress_level_arg",
@@ -160,3 +166,41 @@ def backend_option_arg(text: str) -> tuple[str, str, str]:
             f"e.g. blocks.cluster=sites.toml"
         )
     return scheme.lower(), key, value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """One ``synxfer`` command: everything the parser and the runner need to
+    know about it, so that adding a command is adding one of these to
+    :data:`synxfer.cli._parser.COMMANDS` (and writing its coroutine), with no
+    branch on its name anywhere else.
+    """
+
+    name: str
+    #: The line ``synxfer --help`` lists.
+    help: str
+    #: The paragraph ``synxfer NAME --help`` starts with.
+    description: str
+    #: Adds the command's arguments and flags to its subparser.
+    arguments: Callable[[Parser], None]
+    #: Does the work once the client is open: a result for commands that
+    #: report per file (exit code and summary from it), else None.
+    run: Callable[[Client, argparse.Namespace], Awaitable[TransferResult | None]]
+    #: The parsed arguments that hold its locations: ``("src", "dst")`` for a
+    #: transfer between two places, ``("url",)`` for a command on one.
+    operands: tuple[str, ...] = ("url",)
+    #: What its one location must be (it is remote-only), in words for the
+    #: error a local path gets: ``"a bucket URL like s3://bucket"``.
+    remote: str = ""
+    #: A scheme alone (``s3://``) names the service, not a bucket (``ls``).
+    service: bool = False
+    #: Its source may be a wildcard (``*``, ``?``, ``[``) unless ``--raw``.
+    wildcards: bool = False
+    #: It takes the scale-out flags (--processes, --dask, --files-from).
+    scale_out: bool = False
+    #: It reports per file (events, progress, a summary and its exit code).
+    reports: bool = False
+
+    def locations(self, args: argparse.Namespace) -> list[str]:
+        """The locations given on the command line, source first."""
+        return [getattr(args, name) for name in self.operands]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from . import _commands as run
 from ._args import (
+    Command,
     FilterAction,
     Parser,
     backend_option_arg,
@@ -21,7 +23,7 @@ from ._args import (
     size_arg,
 )
 
-__all__ = ["build_parser", "parse_command_line"]
+__all__ = ["COMMANDS", "build_parser", "parse_command_line"]
 
 
 def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -470,62 +472,100 @@ def _presign(presign: Parser) -> None:
     _add_common(presign, suppress=True)
 
 
-#: Every command: its one-line help (what ``synxfer --help`` lists), its
-#: description, and what adds its arguments.
-_COMMANDS: dict[str, tuple[str, str, Callable[[Parser], None]]] = {
-    "cp": (
-        "copy a file or (with --recursive) a directory; always transfers",
-        "Copy a local file or directory to a URL, or a URL to a local path.",
-        _cp,
-    ),
-    "sync": (
-        "make a destination match a source, transferring only what changed",
-        (
-            "Transfer new and changed files from SRC to DST (a local directory and a "
-            "URL prefix, either way round). By default a file is changed when its "
-            "size differs or the source is newer."
+#: Every command, in the order ``synxfer --help`` lists them: adding a command
+#: is adding its entry here (and its coroutine, e.g. in :mod:`._commands`).
+COMMANDS: dict[str, Command] = {
+    command.name: command
+    for command in (
+        Command(
+            name="cp",
+            help="copy a file or (with --recursive) a directory; always transfers",
+            description="Copy a local file or directory to a URL, or a URL to a local path.",
+            arguments=_cp,
+            run=run.cp,
+            operands=("src", "dst"),
+            wildcards=True,
+            scale_out=True,
+            reports=True,
         ),
-        _sync,
-    ),
-    "mv": (
-        "move a file or (with --recursive) a directory: copy, then delete the source",
-        (
-            "Copy like cp, then delete the source of each file whose copy completed "
-            "(and was checked against the checksums its source vouches for); a file that "
-            "failed keeps its source. Local to URL, URL to local, or URL to URL."
+        Command(
+            name="sync",
+            help="make a destination match a source, transferring only what changed",
+            description=(
+                "Transfer new and changed files from SRC to DST (a local directory and a "
+                "URL prefix, either way round). By default a file is changed when its "
+                "size differs or the source is newer."
+            ),
+            arguments=_sync,
+            run=run.sync,
+            operands=("src", "dst"),
+            scale_out=True,
+            reports=True,
         ),
-        _mv,
-    ),
-    "ls": (
-        "list objects and prefixes under a URL, or the buckets",
-        "List objects and common prefixes (PRE) under a URL. With no URL, or a scheme "
-        "alone (s3://, gs://), list the buckets, as aws s3 ls does.",
-        _ls,
-    ),
-    "rm": (
-        "delete an object or (with --recursive) everything under a prefix",
-        "Delete an object, or with --recursive every object under a prefix.",
-        _rm,
-    ),
-    "mb": (
-        "make a bucket",
-        "Create a bucket (s3, gs, scp). --region says where (S3: a "
-        "LocationConstraint unless us-east-1; GCS: a location such as US or EU).",
-        _mb,
-    ),
-    "rb": (
-        "remove a bucket",
-        "Delete an empty bucket (s3, gs, scp); with --force, delete every object in it first.",
-        _rb,
-    ),
-    "presign": (
-        "print a URL that reads (or, with --put, writes) an object without credentials",
-        "Print a presigned URL for an object: anyone with it may GET the object (or, with "
-        "--put, upload it with an HTTP PUT) until it expires. Signed locally with your "
-        "credentials (s3: SigV4; gs: a V4 signed URL, which needs a service-account key); "
-        "the URL is a credential for that object: share it only with whom it is for.",
-        _presign,
-    ),
+        Command(
+            name="mv",
+            help="move a file or (with --recursive) a directory: copy, then delete the source",
+            description=(
+                "Copy like cp, then delete the source of each file whose copy completed "
+                "(and was checked against the checksums its source vouches for); a file that "
+                "failed keeps its source. Local to URL, URL to local, or URL to URL."
+            ),
+            arguments=_mv,
+            run=run.mv,
+            operands=("src", "dst"),
+            wildcards=True,
+            reports=True,
+        ),
+        Command(
+            name="ls",
+            help="list objects and prefixes under a URL, or the buckets",
+            description="List objects and common prefixes (PRE) under a URL. With no URL, or "
+            "a scheme alone (s3://, gs://), list the buckets, as aws s3 ls does.",
+            arguments=_ls,
+            run=run.ls,
+            remote="a URL like s3://bucket/prefix",
+            service=True,
+        ),
+        Command(
+            name="rm",
+            help="delete an object or (with --recursive) everything under a prefix",
+            description="Delete an object, or with --recursive every object under a prefix.",
+            arguments=_rm,
+            run=run.rm,
+            remote="a URL like s3://bucket/prefix",
+            reports=True,
+        ),
+        Command(
+            name="mb",
+            help="make a bucket",
+            description="Create a bucket (s3, gs, scp). --region says where (S3: a "
+            "LocationConstraint unless us-east-1; GCS: a location such as US or EU).",
+            arguments=_mb,
+            run=run.mb,
+            remote="a bucket URL like s3://bucket",
+        ),
+        Command(
+            name="rb",
+            help="remove a bucket",
+            description="Delete an empty bucket (s3, gs, scp); with --force, delete every "
+            "object in it first.",
+            arguments=_rb,
+            run=run.rb,
+            remote="a bucket URL like s3://bucket",
+            reports=True,
+        ),
+        Command(
+            name="presign",
+            help="print a URL that reads (or, with --put, writes) an object without credentials",
+            description="Print a presigned URL for an object: anyone with it may GET the object "
+            "(or, with --put, upload it with an HTTP PUT) until it expires. Signed locally with "
+            "your credentials (s3: SigV4; gs: a V4 signed URL, which needs a service-account "
+            "key); the URL is a credential for that object: share it only with whom it is for.",
+            arguments=_presign,
+            run=run.presign,
+            remote="an object URL like s3://bucket/key",
+        ),
+    )
 }
 
 
@@ -545,12 +585,11 @@ def build_parser(only: str | None = None) -> Parser:
     parser.add_argument("--version", action="version", version=f"synxfer {__version__}")
     _add_common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help_, description, add_arguments) in _COMMANDS.items():
+    for name, command in COMMANDS.items():
         if only is not None and name != only:
-            sub.add_parser(name, help=help_, add_help=False, placeholder=True)
+            sub.add_parser(name, help=command.help, add_help=False, placeholder=True)
             continue
-        command = sub.add_parser(name, help=help_, description=description)
-        add_arguments(command)
+        command.arguments(sub.add_parser(name, help=command.help, description=command.description))
     return parser
 
 
@@ -563,7 +602,7 @@ def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
     it is when no word names a command (``--help``, a typo).
     """
     argv = list(argv)
-    name = next((word for word in argv if word in _COMMANDS), None)
+    name = next((word for word in argv if word in COMMANDS), None)
     if name is None:
         return build_parser().parse_args(argv)
     args = build_parser(only=name).parse_args(argv)

@@ -22,15 +22,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._config import TransferConfig
 from .._exceptions import ConfigError, SynxferError, TransferFailed
-from .._models import ObjectInfo, TransferResult
+from .._models import TransferResult
 from .._url import parse_location, service_scheme
+from ._args import Command
 from ._output import EventPrinter, Progress, cli_words, redact, summary_line
-from ._parser import build_parser, parse_command_line
+from ._parser import COMMANDS, build_parser, parse_command_line
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop, Task
-
-    from ..client import Client
 
 # The client, the engine, asyncio and the backends are imported by the commands
 # that use them: `synxfer --version` and `synxfer --help` load none of them.
@@ -94,21 +93,18 @@ def _check_locations(args: argparse.Namespace) -> None:
     """Fail fast, with exit code 2, on malformed URLs, unknown schemes, missing paths."""
     from ..backend import resolve
 
-    if args.command == "ls" and (scheme := service_scheme(args.url)) is not None:
+    command = _command(args)
+    if command.service and (scheme := service_scheme(args.url)) is not None:
         resolve(scheme)  # the buckets of a service: raises UnknownScheme, with an install hint
         return
-    values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
-    locations = [parse_location(v) for v in values]
+    locations = [parse_location(v) for v in command.locations(args)]
     for loc in locations:
         if not loc.is_local:
             resolve(loc.scheme)  # raises UnknownScheme, with an install hint
-    needs = {"mb": "a bucket URL like s3://bucket", "ls": "a URL like s3://bucket/prefix"}
-    needs |= {"rb": needs["mb"], "rm": needs["ls"]}  # the remote-only commands
-    needs["presign"] = "an object URL like s3://bucket/key"
-    if args.command in needs:
+    if command.remote:
         if locations[0].is_local:
             raise ConfigError(
-                f"{args.command} needs {needs[args.command]}, not a local path ({args.url!r})"
+                f"{command.name} needs {command.remote}, not a local path ({args.url!r})"
             )
         return
     src, dst = locations
@@ -117,12 +113,17 @@ def _check_locations(args: argparse.Namespace) -> None:
             f"both {args.src!r} and {args.dst!r} are local paths; one must be a URL "
             "(use file:///path for a local directory served as a bucket)"
         )
-    wildcard = args.command != "sync" and not args.raw and any(c in args.src for c in "*?[")
+    wildcard = command.wildcards and not args.raw and any(c in args.src for c in "*?[")
     if src.is_local and src.path is not None and not os.path.lexists(src.path) and not wildcard:
         raise ConfigError(f"the local path {args.src!r} does not exist")
     _check_endpoint_url(args, src.scheme, dst.scheme)
-    if args.command != "mv":
+    if command.scale_out:
         _check_scale(args)
+
+
+def _command(args: argparse.Namespace) -> Command:
+    """The table entry of the command ``args`` were parsed for."""
+    return COMMANDS[args.command]
 
 
 def _check_scale(args: argparse.Namespace) -> None:
@@ -210,7 +211,7 @@ def _backend_defaults(args: argparse.Namespace) -> dict[str, int]:
     (``Backend.transfer_defaults``), the source's before the destination's."""
     from ..backend import Backend, BackendOptions, resolve
 
-    values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
+    values = _command(args).locations(args)
     extra = _backend_options(args)
     found: dict[str, int] = {}
     for value in values:
@@ -229,103 +230,8 @@ def _backend_defaults(args: argparse.Namespace) -> dict[str, int]:
 
 def _uses_aws_settings(args: argparse.Namespace) -> bool:
     """Whether the command touches s3:// or scp://, whose aws-cli ``s3`` settings apply."""
-    values = [args.src, args.dst] if args.command in ("cp", "sync", "mv") else [args.url]
+    values = _command(args).locations(args)
     return any(str(v).lower().startswith(("s3://", "scp://")) for v in values)
-
-
-def _ls_line(item: ObjectInfo | str, args: argparse.Namespace) -> str:
-    import datetime as _dt
-
-    if isinstance(item, str):
-        name = item if args.recursive else item.rstrip("/").rsplit("/", 1)[-1] + "/"
-        return "PRE".rjust(30) + " " + name
-    if item.mtime is not None:
-        when = _dt.datetime.fromtimestamp(item.mtime).strftime("%Y-%m-%d %H:%M:%S")
-    else:
-        when = " " * 19
-    from ..engine.compress import original_size
-
-    # A compressed object's original size where the listing carries its metadata.
-    nbytes = original_size(item)
-    size = _ls_size(nbytes) if args.human_readable else str(nbytes)
-    name = item.key if args.recursive else item.key.rsplit("/", 1)[-1]
-    return f"{when} {size.rjust(10)} {name}"
-
-
-def _ls_size(n: int) -> str:
-    if n < 1024:
-        return f"{n} Bytes"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        value /= 1024
-        if value < 1024 or unit == "PiB":
-            break
-    return f"{value:.1f} {unit}"
-
-
-def _ls_json(item: ObjectInfo | str) -> str:
-    import datetime as _dt
-    import json
-
-    if isinstance(item, str):
-        return json.dumps({"type": "prefix", "prefix": item})
-    when = (
-        _dt.datetime.fromtimestamp(item.mtime, _dt.UTC).isoformat()
-        if item.mtime is not None
-        else None
-    )
-    return json.dumps(
-        {
-            "type": "object",
-            "key": item.key,
-            "size": item.size,
-            "last_modified": when,
-            "etag": item.etag,
-        }
-    )
-
-
-async def _ls_buckets(client: Client, scheme: str, args: argparse.Namespace) -> None:
-    """``aws s3 ls``: one line per bucket, its creation time (local) and name."""
-    import datetime as _dt
-    import json
-
-    for bucket in await client.list_buckets(scheme):
-        if args.json:
-            when = None
-            if bucket.created is not None:
-                when = _dt.datetime.fromtimestamp(bucket.created, _dt.UTC).isoformat()
-            url = f"{scheme}://{bucket.name}"
-            print(
-                json.dumps({"type": "bucket", "bucket": url, "name": bucket.name, "created": when})
-            )
-        else:
-            when = " " * 19
-            if bucket.created is not None:
-                stamp = _dt.datetime.fromtimestamp(bucket.created)
-                when = stamp.strftime("%Y-%m-%d %H:%M:%S")
-            print(f"{when} {bucket.name}")
-
-
-async def _ls(client: Client, args: argparse.Namespace) -> None:
-    import json
-
-    scheme = service_scheme(args.url)
-    if scheme is not None:
-        await _ls_buckets(client, scheme, args)
-        return
-    count = total = 0
-    async for item in client.ls(args.url, recursive=args.recursive):
-        if isinstance(item, ObjectInfo):
-            count += 1
-            total += item.size
-        print(_ls_json(item) if args.json else _ls_line(item, args))
-    if args.summarize:
-        if args.json:
-            print(json.dumps({"type": "summary", "objects": count, "bytes": total}))
-        else:
-            size = _ls_size(total) if args.human_readable else f"{total} Bytes"
-            print(f"\nTotal Objects: {count}\n   Total Size: {size}")
 
 
 async def _tick(progress: Progress) -> None:
@@ -379,85 +285,22 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
         follow_symlinks=args.follow_symlinks,
         dask=getattr(args, "dask", None),
     ) as client:
-        if args.command == "ls":
-            await _ls(client, args)
-            return None
-        if args.command == "presign":
-            url = await client.presign(
-                args.url, expires_in=args.expires_in, method="PUT" if args.put else "GET"
-            )
-            print(url, flush=True)
-            return None
-        if args.command == "mb":
-            await client.make_bucket(args.url, region=args.region)
-            _bucket_line(args, "make_bucket")
-            return None
+        command = _command(args)
+        if printer is None:
+            return await command.run(client, args)
         ticker = None
         task = asyncio.current_task()
-        if printer is not None and task is not None:
+        if task is not None:
             printer.on_output_error = task.cancel  # stop the run if output breaks
-        if printer is not None and printer.progress is not None:
+        if printer.progress is not None:
             ticker = asyncio.create_task(_tick(printer.progress))
         try:
-            if args.command == "cp":
-                return await client.copy(
-                    args.src,
-                    args.dst,
-                    recursive=args.recursive,
-                    filters=args.filters,
-                    dryrun=args.dryrun,
-                    files=args.files,
-                    no_clobber=args.no_clobber,
-                    if_size_differ=args.if_size_differ,
-                    if_source_newer=args.if_source_newer,
-                    raw=args.raw,
-                )
-            if args.command == "sync":
-                return await client.sync(
-                    args.src,
-                    args.dst,
-                    delete=args.delete,
-                    filters=args.filters,
-                    dryrun=args.dryrun,
-                    size_only=args.size_only,
-                    exact_timestamps=args.exact_timestamps,
-                    checksum=args.checksum,
-                    no_clobber=args.no_clobber,
-                    **({"files": args.files} if args.files is not None else {}),
-                )
-            if args.command == "mv":
-                return await client.move(
-                    args.src,
-                    args.dst,
-                    recursive=args.recursive,
-                    filters=args.filters,
-                    dryrun=args.dryrun,
-                    no_clobber=args.no_clobber,
-                    raw=args.raw,
-                )
-            if args.command == "rb":
-                result = await client.remove_bucket(args.url, force=args.force, dryrun=args.dryrun)
-                if result.ok and not args.dryrun:
-                    _bucket_line(args, "remove_bucket")
-                return result if args.force else None
-            return await client.rm(
-                args.url, recursive=args.recursive, filters=args.filters, dryrun=args.dryrun
-            )
+            return await command.run(client, args)
         finally:
             if ticker is not None:
                 ticker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticker
-
-
-def _bucket_line(args: argparse.Namespace, action: str) -> None:
-    """``make_bucket: s3://b`` (aws-cli's line), or a JSON object with --json."""
-    if args.json:
-        import json
-
-        print(json.dumps({"type": "bucket", "action": action, "bucket": args.url}), flush=True)
-    elif not getattr(args, "quiet", False):
-        print(f"{action}: {args.url}", flush=True)
 
 
 def _finish(args: argparse.Namespace, printer: EventPrinter, result: TransferResult) -> int:
@@ -559,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _setup_logging(args.verbose)
     printer: EventPrinter | None = None
-    if args.command not in ("ls", "mb", "presign"):
+    if _command(args).reports:
         show_progress = args.progress
         if show_progress is None:
             show_progress = not args.quiet and sys.stderr.isatty()
