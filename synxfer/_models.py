@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 __all__ = [
     "CANNED_ACLS",
+    "CHECKSUM_ALGORITHMS",
     "SSE_ALGORITHMS",
     "WRITE_OPTION_NAMES",
     "Action",
@@ -147,7 +148,11 @@ WRITE_OPTION_NAMES = (
     "content_encoding",
     "content_disposition",
     "if_none_match",
+    "tags",
+    "checksum_algorithm",
 )
+#: ``WriteOptions.checksum_algorithm`` values, spelt as aws-cli's ``--checksum-algorithm``.
+CHECKSUM_ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "MD5")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +194,16 @@ class WriteOptions:
     ``If-None-Match: *`` on PutObject and CompleteMultipartUpload); the
     store refuses the write with PreconditionFailed otherwise, which a
     transfer reports as a skip (``--no-clobber``), never as a failure.
+    ``tags``: the object's tags (S3's ``x-amz-tagging``; at most 10, keys
+    up to 128 characters, values up to 256, checked here). A server-side
+    copy keeps the source's tags unless ``tags`` are given.
+    ``checksum_algorithm``: the checksum the stored object carries as its
+    claim, for any tool to verify later (:data:`CHECKSUM_ALGORITHMS`,
+    aws-cli's names, any case): S3's ``x-amz-checksum-*`` of the object, and
+    of each part of a multipart one -- FULL_OBJECT for the CRCs where the
+    store takes it, COMPOSITE for SHA1/SHA256; ``MD5`` keeps the MD5 ETag
+    as the claim (docs/checksums.md). None: synxfer picks what the store
+    verifies best.
 
     A backend declares the options it honours in
     ``Capabilities.write_options``; a client refuses, before any transfer, an
@@ -208,6 +223,8 @@ class WriteOptions:
     content_encoding: str | None = None
     content_disposition: str | None = None
     if_none_match: bool = False
+    tags: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    checksum_algorithm: str | None = None
     #: Not an option a user sets: the engine's pre-pass MD5s of the file for a
     #: backend with ``Capabilities.needs_content_md5`` (multipart create only).
     digests: ContentDigests | None = field(default=None, compare=False)
@@ -219,7 +236,7 @@ class WriteOptions:
             raise ConfigError("WriteOptions(if_none_match=...) must be True or False")
         for name in WRITE_OPTION_NAMES[1:]:
             value = getattr(self, name)
-            if value is None or name == "if_none_match":
+            if value is None or name in ("if_none_match", "tags"):
                 continue
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"WriteOptions({name}=...) must be a non-empty string")
@@ -238,6 +255,18 @@ class WriteOptions:
                 "WriteOptions(sse_kms_key_id=...) needs WriteOptions(sse=...) aws:kms "
                 "(or aws:kms:dsse)"
             )
+        if self.checksum_algorithm is not None:
+            chosen = self.checksum_algorithm.strip().upper()
+            if chosen not in CHECKSUM_ALGORITHMS:
+                raise ConfigError(
+                    f"WriteOptions(checksum_algorithm=...) (--checksum-algorithm) must be one "
+                    f"of {', '.join(CHECKSUM_ALGORITHMS)} (got {self.checksum_algorithm!r})"
+                )
+            object.__setattr__(self, "checksum_algorithm", chosen)
+        if self.tags:
+            from ._tags import check_tags
+
+            check_tags(self.tags)
         if self.acl is not None and self.acl not in CANNED_ACLS:
             raise ConfigError(
                 f"WriteOptions(acl=...) must be a canned ACL: {', '.join(CANNED_ACLS)} "
@@ -253,6 +282,8 @@ class WriteOptions:
             if (
                 self.metadata
                 if name == "metadata"
+                else self.tags
+                if name == "tags"
                 else self.if_none_match
                 if name == "if_none_match"
                 else getattr(self, name) is not None
@@ -263,7 +294,7 @@ class WriteOptions:
         # The default metadata is a read-only proxy, which pickle refuses;
         # configurations travel to other processes (TransferConfig.processes).
         values = tuple(getattr(self, name) for name in WRITE_OPTION_NAMES)
-        return type(self), (dict(self.metadata), *values[1:])
+        return type(self), tuple(dict(v) if isinstance(v, Mapping) else v for v in values)
 
 
 @dataclass(frozen=True, slots=True)
