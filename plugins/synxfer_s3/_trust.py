@@ -34,17 +34,21 @@ Verdict = Literal["unknown", "verifies", "not-verifying"]
 
 
 class EndpointTrust:
-    """What one endpoint showed about the ``x-amz-checksum-crc32c`` it is sent."""
+    """What one endpoint showed about the ``x-amz-checksum-<algorithm>`` it is
+    sent (``crc32c``, synxfer's own choice; or one a user chose,
+    ``WriteOptions.checksum_algorithm``: a server may verify one and not
+    another, so each has its own verdict)."""
 
-    __slots__ = ("endpoint", "verdict")
+    __slots__ = ("algorithm", "endpoint", "verdict")
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, algorithm: str = "crc32c") -> None:
         #: The endpoint's name, for messages (no credential in it).
         self.endpoint = endpoint
+        self.algorithm = algorithm
         self.verdict: Verdict = "unknown"
 
     def __repr__(self) -> str:
-        return f"<EndpointTrust {self.endpoint}: {self.verdict}>"
+        return f"<EndpointTrust {self.endpoint} {self.algorithm}: {self.verdict}>"
 
     @property
     def verifies(self) -> bool:
@@ -56,13 +60,18 @@ class EndpointTrust:
         before = self.verdict
         if echoed and before == "unknown":
             self.verdict = "verifies"
-            log.debug("%s verifies x-amz-checksum-crc32c: bodies carry CRC32C only", self.endpoint)
+            log.debug(
+                "%s verifies x-amz-checksum-%s: bodies carry it alone",
+                self.endpoint,
+                self.algorithm,
+            )
         elif not echoed and before != "not-verifying":
             self.verdict = "not-verifying"
             log.info(
-                "%s does not confirm the CRC32C of what it stores: every body now "
+                "%s does not confirm the %s of what it stores: every body now "
                 "carries Content-MD5 and the stored bytes are checked by their ETag",
                 self.endpoint,
+                self.algorithm.upper(),
             )
 
 
@@ -75,15 +84,15 @@ class StoredOtherBytes(TransientError, IntegrityError):
 
 
 _lock = threading.Lock()
-_endpoints: dict[str, EndpointTrust] = {}
+_endpoints: dict[tuple[str, str], EndpointTrust] = {}
 
 
-def endpoint_trust(endpoint: str) -> EndpointTrust:
-    """The one :class:`EndpointTrust` of ``endpoint`` in this process."""
+def endpoint_trust(endpoint: str, algorithm: str = "crc32c") -> EndpointTrust:
+    """The one :class:`EndpointTrust` of ``endpoint`` and ``algorithm`` in this process."""
     with _lock:
-        trust = _endpoints.get(endpoint)
+        trust = _endpoints.get((endpoint, algorithm))
         if trust is None:
-            trust = _endpoints[endpoint] = EndpointTrust(endpoint)
+            trust = _endpoints[endpoint, algorithm] = EndpointTrust(endpoint, algorithm)
         return trust
 
 
