@@ -38,6 +38,16 @@ from .engine.plan import (
     plan_download,
     plan_upload,
 )
+from .engine.stream import (
+    BytesReader,
+    ObjectReader,
+    ObjectStream,
+    Readable,
+    Writable,
+    upload_stream,
+    write_to,
+)
+from .engine.verify import retry_mismatch
 from .layers import LimitLayer, RetryLayer, TimeoutLayer
 
 __all__ = ["Client"]
@@ -842,6 +852,94 @@ class Client:
             return await backend.list_buckets()
         except NotImplementedError:
             raise _no_buckets(name, "list_buckets") from None
+
+    # -- streams (docs/streams.md) -------------------------------------------
+
+    async def put_bytes(
+        self,
+        url: str,
+        data: bytes | bytearray | memoryview,
+        *,
+        write_options: WriteOptions | None = None,
+    ) -> int:
+        """Write ``data`` as the object ``url``: one put, or a multipart upload
+        whose parts are read from ``data`` as they go; returns the bytes sent."""
+        return await self.put_stream(
+            url, BytesReader(data), expected_size=len(data), write_options=write_options
+        )
+
+    async def put_stream(
+        self,
+        url: str,
+        source: Readable,
+        *,
+        expected_size: int | None = None,
+        write_options: WriteOptions | None = None,
+    ) -> int:
+        """Write what the blocking binary ``source`` gives (``sys.stdin.buffer``,
+        an open file) until its end as the object ``url``; returns the bytes
+        sent. Parts go up as they are read, memory bounded by the budget;
+        ``expected_size`` (about the stream's size) makes the first parts
+        large enough (aws-cli's ``--expected-size``). On failure nothing is
+        written (the multipart upload is aborted); an empty stream is an
+        empty object. syn:// (which wants the content's MD5 first) spools it
+        to a temporary file."""
+        loc = self._remote(url)
+        if not loc.key or loc.key.endswith("/"):
+            raise ConfigError(
+                f"{url} names a prefix, not an object: a stream is written to a URL "
+                f"like {loc.scheme}://bucket/key"
+            )
+        backend = await self._writable(loc, write_options)
+        return await upload_stream(
+            self._engine,
+            backend,
+            loc.key,
+            source,
+            options=write_options,
+            expected_size=expected_size,
+        )
+
+    async def _object_stream(self, url: str, verb: str) -> ObjectStream:
+        loc = self._remote(url)
+        if not loc.key or loc.key.endswith("/"):
+            raise _prefix_error(url, verb)
+        backend = await self._backend(loc)
+        info = await _stat_object(backend, loc.key, url, verb)
+        return ObjectStream(self._engine, backend, loc.key, info)
+
+    def open(self, url: str) -> ObjectReader:
+        """The object ``url``'s bytes as ordered ``bytes`` chunks (``async for
+        chunk in client.open(url)``), ranges fetched ahead within the memory
+        budget and checked as they pass; a mismatch raises IntegrityError
+        after the last chunk. ``async with client.open(url) as reader``
+        cancels the ranges in flight when left early."""
+        return ObjectReader(lambda: self._object_stream(url, "read"))
+
+    async def get_bytes(self, url: str) -> bytes:
+        """The whole object ``url`` in memory, verified (data that does not
+        match is fetched again under the retry policy, as downloads are)."""
+
+        async def attempt() -> bytes:
+            stream = await self._object_stream(url, "read")
+            info = await stream.start()
+            out = bytearray(info.size)
+            at = 0
+            async for view in stream.views():
+                end = at + len(view)
+                await asyncio.to_thread(out.__setitem__, slice(at, end), view)
+                at = end
+            return bytes(out) if len(out) < (1 << 16) else await asyncio.to_thread(bytes, out)
+
+        return await retry_mismatch(self._engine, "download", attempt)
+
+    async def get_stream(self, url: str, out: Writable) -> int:
+        """Write the object ``url`` to the blocking binary ``out``
+        (``sys.stdout.buffer``) in order, ranges fetched in parallel, checked
+        as they pass; returns the bytes written. A mismatch raises
+        IntegrityError after the last byte (what was written cannot be
+        recalled); an error writing (BrokenPipeError) cancels the ranges."""
+        return await write_to(await self._object_stream(url, "read"), out)
 
     # -- presigned URLs --------------------------------------------------------
 
