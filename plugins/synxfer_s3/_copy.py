@@ -15,7 +15,9 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
 
-from synxfer.backend import CompletedPart, ObjectInfo, WriteOptions, bounded_map
+from synxfer.backend import CompletedPart, ConfigError, ObjectInfo, WriteOptions, bounded_map
+
+from ._tagging import MAX_TAGGING_HEADER, get_object_tagging, put_object_tagging, tagging_header
 
 if TYPE_CHECKING:
     from ._backend import S3Backend
@@ -76,6 +78,17 @@ async def _copy_in_parts(
     part_size = backend.copy_part_size_for(src.size)
     requests = backend.options.requests  # one slot per request (see the module docstring)
     wire, bucket = backend.wire, backend.bucket
+    late_tags: dict[str, str] = {}  # set once complete (see ._tagging)
+    if not options.tags:  # UploadPartCopy copies no tags: the source's, as CopyObject keeps them
+        async with requests.slot():
+            tags = await get_object_tagging(wire, src_bucket, src.key)
+        if tags:
+            try:
+                if len(tagging_header(tags)) > MAX_TAGGING_HEADER:
+                    raise ConfigError("too long for the x-amz-tagging header")
+                options = dataclasses.replace(options, tags=tags)
+            except ConfigError:  # too long, or tags another store took and S3 would not
+                late_tags = tags
     async with requests.slot():
         # No checksum declared: the parts are the server's own copies.
         upload = await backend._create(dst_key, options, checksums=False)
@@ -105,6 +118,9 @@ async def _copy_in_parts(
         )
         async with requests.slot():
             info = await backend.complete_multipart(upload, parts)
+        if late_tags:
+            async with requests.slot():
+                await put_object_tagging(wire, bucket, dst_key, late_tags)
     except BaseException:
         with contextlib.suppress(Exception):
             async with requests.slot():

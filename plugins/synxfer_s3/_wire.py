@@ -42,6 +42,7 @@ from ._headers import (
     unquote_etag,
 )
 from ._signed import Addressing, SignedClient, s3_code
+from ._tagging import tagging_header
 from ._xml import (
     BucketList,
     CompleteResult,
@@ -369,6 +370,8 @@ class S3Wire(SignedClient):
                 if value:
                     check_header(field.replace("_", " "), value, self.url(bucket, key))
                     headers[header] = value
+            if options.tags:
+                headers["x-amz-tagging"] = tagging_header(options.tags)
         return headers
 
     async def delete_object(self, bucket: str, key: str) -> None:
@@ -439,6 +442,8 @@ class S3Wire(SignedClient):
             headers["content-type"] = content_type
         headers["x-amz-copy-source"] = copy_source(src_bucket, src_key)
         headers["x-amz-metadata-directive"] = "REPLACE" if replace_metadata else "COPY"
+        if options is not None and options.tags:  # else S3 keeps the source's (COPY)
+            headers["x-amz-tagging-directive"] = "REPLACE"
         if if_match:
             headers["x-amz-copy-source-if-match"] = quote_etag(if_match)
         response = await self._request("CopyObject", "PUT", bucket, key, headers=headers)
@@ -573,9 +578,12 @@ class S3Wire(SignedClient):
         parts: Iterable[PartSpec],
         *,
         if_none_match: bool = False,
+        checksum_headers: Mapping[str, str] | None = None,
     ) -> CompleteResult:
         """CompleteMultipartUpload with ``parts`` in the order given (sort them first).
         ``if_none_match``: only if the key has no object (412 otherwise).
+        ``checksum_headers``: ``x-amz-checksum-type`` and a FULL_OBJECT
+        upload's whole-object ``x-amz-checksum-<algorithm>``, which S3 checks.
 
         An ``<Error>`` in the 200 answer (S3 sends one when assembly fails
         after it started answering) raises like an error status would.
@@ -592,7 +600,7 @@ class S3Wire(SignedClient):
             bucket,
             key,
             query=(("uploadId", upload_id),),
-            headers=conditional_write(if_none_match),
+            headers={**conditional_write(if_none_match), **(checksum_headers or {})},
             body=body,
         )
         self._ok_body_error("CompleteMultipartUpload", response.body, bucket, key)

@@ -1,0 +1,101 @@
+"""Object tags on S3: the ``x-amz-tagging`` header of a new object, and
+GetObjectTagging / PutObjectTagging for a copy in parts.
+
+A copy keeps the source's tags: CopyObject does so by itself (its
+``x-amz-tagging-directive`` is COPY unless tags are given, then REPLACE),
+but UploadPartCopy copies bytes only. So, as aws-cli does
+(``SetTagsSubscriber``), a copy in parts reads the source's tags and sends
+them on CreateMultipartUpload when they fit the 2 KiB S3 allows that
+header, else sets them with PutObjectTagging once the copy is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from synxfer.backend import BackendError
+
+from ._headers import b64md5
+
+if TYPE_CHECKING:
+    from ._wire import S3Wire
+
+__all__ = [
+    "MAX_TAGGING_HEADER",
+    "get_object_tagging",
+    "put_object_tagging",
+    "tagging_body",
+    "tagging_header",
+]
+
+#: The largest ``x-amz-tagging`` header S3 takes (aws-cli's limit too).
+MAX_TAGGING_HEADER = 2 * 1024
+
+
+def tagging_header(tags: Mapping[str, str]) -> str:
+    """``k=v&k2=v2``, each part URL-encoded (a space is ``%20``), as S3 wants."""
+    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in tags.items())
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def tagging_body(tags: Mapping[str, str]) -> bytes:
+    """The ``<Tagging>`` document of PutObjectTagging."""
+    items = "".join(
+        f"<Tag><Key>{_escape(k)}</Key><Value>{_escape(v)}</Value></Tag>" for k, v in tags.items()
+    )
+    return f"<Tagging><TagSet>{items}</TagSet></Tagging>".encode()
+
+
+def parse_tagging(data: bytes | bytearray) -> dict[str, str]:
+    """The tags of a GetObjectTagging answer (namespaced or not)."""
+    try:
+        root = ET.fromstring(bytes(data))
+    except ET.ParseError as exc:
+        raise ValueError(f"unparseable Tagging XML: {exc}") from None
+    tags: dict[str, str] = {}
+    for elem in root.iter():
+        if elem.tag.rsplit("}", 1)[-1] != "Tag":
+            continue
+        key = value = None
+        for child in elem:
+            name = child.tag.rsplit("}", 1)[-1]
+            if name == "Key":
+                key = child.text or ""
+            elif name == "Value":
+                value = child.text or ""
+        if key is not None:
+            tags[key] = value or ""
+    return tags
+
+
+async def get_object_tagging(wire: S3Wire, bucket: str, key: str) -> dict[str, str]:
+    """GetObjectTagging: the object's tags (none: ``{}``)."""
+    response = await wire._request(
+        "GetObjectTagging", "GET", bucket, key, query=(("tagging", None),)
+    )
+    try:
+        return parse_tagging(response.body)
+    except ValueError as exc:
+        raise BackendError(f"GetObjectTagging: {exc}", url=wire.url(bucket, key)) from None
+
+
+async def put_object_tagging(wire: S3Wire, bucket: str, key: str, tags: Mapping[str, str]) -> None:
+    """PutObjectTagging (with the Content-MD5 S3 requires of it)."""
+    body = tagging_body(tags)
+    md5 = await asyncio.to_thread(b64md5, body)
+    await wire._request(
+        "PutObjectTagging",
+        "PUT",
+        bucket,
+        key,
+        query=(("tagging", None),),
+        headers={"content-md5": md5},
+        body=body,
+    )
