@@ -15,8 +15,8 @@ The variants alternate (order rotated) ``--rounds`` times, ``--pause``
 seconds apart; the median wall time and this process's user and system CPU
 (``getrusage``) are printed::
 
-    python benchmarks/local_write_micro.py --rounds 6 --dir /tmp
-    python benchmarks/local_write_micro.py --rounds 8 --chunks 32768 262144 8388608
+    python benchmarks/experiments/local_write_micro.py --rounds 6 --dir /tmp
+    python benchmarks/experiments/local_write_micro.py --rounds 8 --chunks 32768 262144 8388608
 """
 
 from __future__ import annotations

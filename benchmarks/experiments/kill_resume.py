@@ -8,8 +8,8 @@ sent before the kill, bytes the rerun sent, and the extra bytes (sent in
 total minus the data set), against the goal of less than one part per file
 in flight at the kill::
 
-    python benchmarks/kill_resume.py            # full size
-    python benchmarks/kill_resume.py --small    # 200 × 1 MiB + 1 × 64 MiB
+    python benchmarks/experiments/kill_resume.py            # full size
+    python benchmarks/experiments/kill_resume.py --small    # 200 × 1 MiB + 1 × 64 MiB
 """
 
 from __future__ import annotations

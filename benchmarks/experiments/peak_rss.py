@@ -5,7 +5,7 @@ The memory bound synxfer promises is ``max_threads * part_size + 150 MiB``
 ``synxfer cp`` in a child process against moto (in another child) and reads
 the child's own peak RSS (``VmHWM``) at exit::
 
-    python benchmarks/peak_rss.py --size-mib 1024
+    python benchmarks/experiments/peak_rss.py --size-mib 1024
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ emulator's is not counted (the process's start-up is). With ``--upload``
 each tree's process uploads the files instead (``sync_to`` a fresh prefix).
 Medians are printed::
 
-    python benchmarks/gcs_transfer_micro.py --files 16 --mib 32 --rounds 4 \\
+    python benchmarks/experiments/gcs_transfer_micro.py --files 16 --mib 32 --rounds 4 \\
         before=/path/to/old/worktree after=.
-    python benchmarks/gcs_transfer_micro.py --upload --files 8 --rounds 4 before=... after=.
+    python benchmarks/experiments/gcs_transfer_micro.py --upload --files 8 --rounds 4 \\
+        before=... after=.
 
 An empty sync (``--files 0``) gives the start-up alone.
 """

@@ -6,7 +6,7 @@ GCS-faithful front) as GCS, both on 127.0.0.1. One object is copied with
 with ``synxfer cp s3://… ./file`` then ``synxfer cp ./file gs://…``. Each run
 is a child process whose own peak RSS (VmHWM) is reported::
 
-    python benchmarks/cross_cloud.py --size-mib 256
+    python benchmarks/experiments/cross_cloud.py --size-mib 256
 """
 
 from __future__ import annotations

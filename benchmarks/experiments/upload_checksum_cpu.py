@@ -1,6 +1,6 @@
 """Client CPU per GiB of an upload to SeaweedFS, by body checksum (decision 0026).
 
-    python benchmarks/upload_checksum_cpu.py [--rounds 5] [--size-mib 1024]
+    python benchmarks/experiments/upload_checksum_cpu.py [--rounds 5] [--size-mib 1024]
 
 Modes: ``crc32c`` -- CRC32C only (an endpoint whose answers echo the CRC32C
 they verified); ``md5`` -- Content-MD5 only (``s3.md5_only=true``); ``both``
