@@ -25,6 +25,15 @@ from ._config import TransferConfig, check_capabilities, check_write_options
 from ._exceptions import BucketNotFound, ConfigError, NotFound
 from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location, parse_location
+from ._versions import (
+    check_versioned,
+    check_versioned_copy,
+    delete_version_view,
+    listed_versions,
+    refuse_unversioned,
+    stat_version,
+    version_view,
+)
 from .backend import Backend, BackendOptions, open_backend, resolve
 from .engine.compare import Compare, Overwrite, kept, object_time_ns
 from .engine.core import Engine, Job, Run
@@ -291,18 +300,28 @@ class Client:
         return UploadJob(src, backend, key, src.stat().st_size)
 
     async def download_file(
-        self, url: str, path: PathLike, *, dryrun: bool = False
+        self, url: str, path: PathLike, *, dryrun: bool = False, version_id: str | None = None
     ) -> TransferResult:
         """Download one object. An existing directory (or a path ending in
-        ``/``) as ``path`` receives the object under its own name."""
-        return await self._execute([await self._download_job(url, path)], dryrun)
+        ``/``) as ``path`` receives the object under its own name.
+        ``version_id``: that version of the object (docs/versions.md)."""
+        job = await self._download_job(url, path, version_id=version_id)
+        return await self._execute([job], dryrun)
 
-    async def _download_job(self, url: str, path: PathLike, verb: str = "copy") -> DownloadJob:
+    async def _download_job(
+        self, url: str, path: PathLike, verb: str = "copy", version_id: str | None = None
+    ) -> DownloadJob:
         loc = self._remote(url)
-        if not loc.key or loc.key.endswith("/"):
-            raise _prefix_error(url, verb)
+        if version_id is not None:
+            check_versioned(loc, version_id)  # before the backend is opened
         backend = await self._backend(loc)
-        info = await _stat_object(backend, loc.key, url, verb)
+        if version_id is not None:
+            backend = version_view(backend, loc, version_id)
+            info = await stat_version(backend, loc.key, url, version_id)
+        elif not loc.key or loc.key.endswith("/"):
+            raise _prefix_error(url, verb)
+        else:
+            info = await _stat_object(backend, loc.key, url, verb)
         dest = Path(path)
         if dest.is_dir() or str(path).endswith(("/", os.sep)):
             name = loc.key
@@ -413,6 +432,7 @@ class Client:
         if_size_differ: bool = False,
         if_source_newer: bool = False,
         raw: bool = False,
+        version_id: str | None = None,
     ) -> TransferResult:
         """Copy a file or (``recursive``) a directory, without comparing: ``aws s3 cp``.
 
@@ -435,8 +455,15 @@ class Client:
         ``if_size_differ`` (only when the sizes differ), ``if_source_newer``
         (only when the source is newer). Given several, the last of those
         three decides, as in s5cmd. A file kept is a skip, not a failure.
+
+        ``version_id``: copy that version of the source object (one object,
+        taken literally; docs/versions.md).
         """
         s, d = parse_location(_str(src)), parse_location(_str(dst))
+        if version_id is not None:
+            check_versioned_copy(s, recursive, files)
+            check_versioned(s, version_id)
+            raw = True
         remote_to_remote = not s.is_local and not d.is_local
         overwrite = _overwrite(no_clobber, if_size_differ, if_source_newer)
         if overwrite and self._scaled(files):
@@ -450,10 +477,12 @@ class Client:
                 write_options = self._guarded(job.backend, write_options, overwrite)
                 return await self._single(job, dryrun, write_options, overwrite)
             if d.is_local and not s.is_local:
-                job = await self._download_job(_str(src), _str(dst))
+                job = await self._download_job(_str(src), _str(dst), version_id=version_id)
                 return await self._single(job, dryrun, None, overwrite)
             if remote_to_remote:
-                job = await self._copy_one_job(s, d, write_options=write_options)
+                job = await self._copy_one_job(
+                    s, d, write_options=write_options, version_id=version_id
+                )
                 return await self._single(job, dryrun, write_options, overwrite)
             raise _local_remote_error(s, d)
         args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks, overwrite)
@@ -626,12 +655,17 @@ class Client:
         d: Location,
         verb: str = "copy",
         write_options: WriteOptions | None = None,
+        version_id: str | None = None,
     ) -> CopyJob:
-        if not s.key or s.key.endswith("/"):
+        if version_id is None and (not s.key or s.key.endswith("/")):
             raise _prefix_error(str(s), verb)
         self._check_endpoints(s, d)
         src, dst = await self._backend(s), await self._writable(d, write_options)
-        info = await _stat_object(src, s.key, str(s), verb)
+        if version_id is not None:
+            src = version_view(src, s, version_id)
+            info = await stat_version(src, s.key, str(s), version_id)
+        else:
+            info = await _stat_object(src, s.key, str(s), verb)
         key = d.key + posixpath.basename(s.key) if not d.key or d.key.endswith("/") else d.key
         if src is dst and key == s.key:
             raise ConfigError(f"{s} and {d} are the same object")
@@ -729,18 +763,25 @@ class Client:
         await self._engine.execute(jobs, run)
         return run.finish()
 
-    async def ls(self, url: str, *, recursive: bool = False) -> AsyncIterator[ObjectInfo | str]:
+    async def ls(
+        self, url: str, *, recursive: bool = False, versions: bool = False
+    ) -> AsyncIterator[ObjectInfo | str]:
         """Objects under ``url``; without ``recursive``, one level only.
 
         Without ``recursive``, deeper objects are folded into their first
         "directory", yielded once as a string ending in ``/`` (aws-cli's
-        ``PRE``). Keys are full keys.
+        ``PRE``). Keys are full keys. ``versions``: every version and delete
+        marker (``version_id``, ``is_latest``, ``delete_marker``), newest
+        first within a key (``ls --all-versions``; docs/versions.md).
         """
         loc = self._remote(url)
+        if versions:
+            refuse_unversioned(loc.scheme, "--all-versions / versions=True")
         backend = await self._backend(loc)
         base = loc.key[: loc.key.rfind("/") + 1]
         last_dir = None
-        async for info in backend.list(loc.key):
+        listing = backend.list_versions(loc.key) if versions else backend.list(loc.key)
+        async for info in listed_versions(listing, loc.scheme) if versions else listing:
             if recursive:
                 yield info
                 continue
@@ -760,10 +801,19 @@ class Client:
         recursive: bool = False,
         filters: FilterSpec = (),
         dryrun: bool = False,
+        version_id: str | None = None,
     ) -> TransferResult:
-        """Delete an object, or (``recursive``) everything under a prefix."""
+        """Delete an object, or (``recursive``) everything under a prefix.
+
+        ``version_id``: delete that version of the object only (a delete
+        marker's id removes the marker); docs/versions.md."""
         loc = self._remote(url)
+        if version_id is not None:
+            check_versioned(loc, version_id)
         backend = await self._backend(loc)
+        if version_id is not None:
+            view = await delete_version_view(backend, loc, version_id, recursive, filters)
+            return await self._execute([DeleteRemoteJob(view, [loc.key])], dryrun)
         if not recursive:
             if not loc.key:
                 raise _prefix_error(url, "delete")

@@ -99,6 +99,7 @@ from ._credentials import LazyCredentials, profile_region, profile_s3_setting, r
 from ._headers import b64md5, etag_md5, result_checksums
 from ._parts import PartSums, crc32c_b64, multipart_etag
 from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
+from ._versions import list_versions_page, version_view
 from ._wire import S3Wire, s3_code
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
@@ -183,6 +184,9 @@ class S3Backend(Backend):
     md5_only: ClassVar[bool] = False
     #: Default of the ``recv_threads`` backend option.
     recv_threads: ClassVar[bool] = False
+    #: The object version every read and delete addresses: set on a view
+    #: (:meth:`at_version`, :mod:`._versions`) only; None: the current one.
+    _version_id: str | None = None
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:
         # Bucket "" is the account-level backend of list_buckets; the wire
@@ -288,6 +292,8 @@ class S3Backend(Backend):
         self._trust = endpoint_trust(self.endpoint_url or f"https://s3.{region}.amazonaws.com")
 
     async def aclose(self) -> None:
+        if self._version_id is not None:
+            return  # a version view: the connections are its backend's
         wire, self._wire = self._wire, None
         if wire is not None:
             await wire.aclose()
@@ -311,7 +317,7 @@ class S3Backend(Backend):
     async def _head(self, key: str, if_match: str | None = None) -> ObjectInfo:
         try:
             return await self.wire.head_object(
-                self.bucket, key, if_match=if_match, checksum_mode=True
+                self.bucket, key, if_match=if_match, checksum_mode=True, version_id=self._version_id
             )
         except NotFound as exc:
             if not isinstance(exc, BucketNotFound):
@@ -323,7 +329,9 @@ class S3Backend(Backend):
         lines its ranged reads up with the parts to check a multipart ETag or
         a composite checksum)."""
         try:
-            return await self.wire.head_object_part(self.bucket, key, number, if_match=if_match)
+            return await self.wire.head_object_part(
+                self.bucket, key, number, if_match=if_match, version_id=self._version_id
+            )
         except NotFound as exc:
             if not isinstance(exc, BucketNotFound):
                 await self._raise_if_no_bucket(key)
@@ -374,6 +382,7 @@ class S3Backend(Backend):
                 length=length,
                 if_match=if_match,
                 checksum_mode=True,
+                version_id=self._version_id,
             )
         except BackendError as exc:
             if exc.status != 416 and s3_code(exc) != "InvalidRange":
@@ -434,6 +443,7 @@ class S3Backend(Backend):
                 length=None if whole and offset == 0 else n or None,
                 if_match=if_match,
                 checksum_mode=True,
+                version_id=self._version_id,
             )
         except BodyTooLarge as exc:
             raise PreconditionFailed(
@@ -563,7 +573,7 @@ class S3Backend(Backend):
 
     async def delete(self, key: str) -> None:
         # S3 answers 204 for a missing key; some compatible stores 404 (ignored).
-        await self.wire.delete_object(self.bucket, key)
+        await self.wire.delete_object(self.bucket, key, version_id=self._version_id)
 
     async def delete_many(self, keys: Sequence[str]) -> Mapping[str, Exception]:
         """DeleteObjects in batches of :attr:`delete_batch_size` keys.
@@ -573,6 +583,8 @@ class S3Backend(Backend):
         deleting is idempotent. Each request carries Content-MD5 (valid on
         every S3-compatible server).
         """
+        if self._version_id is not None:  # one version: DeleteObject's versionId
+            return await super().delete_many(keys)
         failed: dict[str, Exception] = {}
         for start in range(0, len(keys), self.delete_batch_size):
             batch = keys[start : start + self.delete_batch_size]
@@ -604,8 +616,9 @@ class S3Backend(Backend):
         """The endpoint, signing region, credential source (profile; unsigned
         or not) and request-payer setting of this backend, once open: two S3
         buckets served alike copy server-side (:meth:`copy_from`). No secret
-        is held here (credentials are resolved by the wire, per request)."""
-        if self._wire is None:
+        is held here (credentials are resolved by the wire, per request).
+        A version view has none: its copies stream, pinned to the version."""
+        if self._wire is None or self._version_id is not None:
             return None
         return (
             type(self),
@@ -622,6 +635,16 @@ class S3Backend(Backend):
         """Server-side copy from another bucket of the same :meth:`copy_scope`
         (CopyObject, or UploadPartCopy in parts), as :meth:`copy`."""
         return await copy_object(self, src_bucket, src_key, dst_key, options)
+
+    # -- versions ----------------------------------------------------------------
+
+    def at_version(self, version_id: str) -> Backend:
+        """A view whose HEADs, GETs and DELETEs carry ``versionId`` (:mod:`._versions`)."""
+        return version_view(self, version_id)
+
+    async def list_versions_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        """One ListObjectVersions page (versions and delete markers)."""
+        return await list_versions_page(self, prefix, cursor)
 
     # -- multipart ---------------------------------------------------------------
 

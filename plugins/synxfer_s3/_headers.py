@@ -197,4 +197,5 @@ def object_info(key: str, headers: Mapping[str, str], size: int | None) -> Objec
         content_type=headers.get("content-type"),
         checksums={**header_checksums(headers), **etag_checksums(etag, sse)},
         encryption=sse,
+        version_id=headers.get("x-amz-version-id"),
     )

@@ -98,6 +98,11 @@ _STORED_HEADERS = (
 )
 
 
+def _version(version_id: str | None) -> tuple[tuple[str, str | None], ...]:
+    """The ``versionId`` query of a request on one object version (none: current)."""
+    return () if version_id is None else (("versionId", version_id),)
+
+
 class S3Wire(SignedClient):
     """Every S3 call synxfer's data path needs, signed and parsed here.
 
@@ -113,18 +118,28 @@ class S3Wire(SignedClient):
         *,
         if_match: str | None = None,
         checksum_mode: bool = False,
+        version_id: str | None = None,
     ) -> ObjectInfo:
-        """HeadObject: size, mtime, ETag, metadata, content type (and checksums)."""
+        """HeadObject: size, mtime, ETag, metadata, content type (and checksums);
+        of version ``version_id`` if given."""
         headers: dict[str, str] = {}
         if if_match:
             headers["if-match"] = quote_etag(if_match)
         if checksum_mode:
             headers["x-amz-checksum-mode"] = "ENABLED"
-        response = await self._request("HeadObject", "HEAD", bucket, key, headers=headers)
+        response = await self._request(
+            "HeadObject", "HEAD", bucket, key, query=_version(version_id), headers=headers
+        )
         return object_info(key, response.headers, None)
 
     async def head_object_part(
-        self, bucket: str, key: str, number: int, *, if_match: str | None = None
+        self,
+        bucket: str,
+        key: str,
+        number: int,
+        *,
+        if_match: str | None = None,
+        version_id: str | None = None,
     ) -> PartInfo:
         """HeadObject with ``partNumber``: part ``number``'s size, offset (from
         Content-Range, when the server sends it), the parts count
@@ -138,7 +153,7 @@ class S3Wire(SignedClient):
             "HEAD",
             bucket,
             key,
-            query=(("partNumber", str(number)),),
+            query=(("partNumber", str(number)), *_version(version_id)),
             headers=headers,
         )
         answer = response.headers
@@ -211,6 +226,7 @@ class S3Wire(SignedClient):
         length: int | None = None,
         if_match: str | None = None,
         checksum_mode: bool = False,
+        version_id: str | None = None,
     ) -> tuple[int, ObjectInfo]:
         """GetObject into ``buffer``: ``(bytes received, object info)``.
 
@@ -219,14 +235,14 @@ class S3Wire(SignedClient):
         ``buffer`` -- which must hold the range (or, for a whole-object read,
         the object: a larger object raises BackendError). ``info.size`` is
         the whole object's size. ``if_match`` (an ETag) makes a changed
-        object raise PreconditionFailed.
+        object raise PreconditionFailed; ``version_id`` reads that version.
         """
         if offset < 0 or (length is not None and length < 0):
             raise ValueError(f"invalid range: offset={offset}, length={length}")
         view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
         if length == 0:
             return 0, await self.head_object(
-                bucket, key, if_match=if_match, checksum_mode=checksum_mode
+                bucket, key, if_match=if_match, checksum_mode=checksum_mode, version_id=version_id
             )
         if length is not None:
             if length > len(view):
@@ -239,6 +255,7 @@ class S3Wire(SignedClient):
             "GET",
             bucket,
             key,
+            query=_version(version_id),
             headers=headers,
             sink=view,
             sink_status=206 if ranged else 200,
@@ -266,18 +283,21 @@ class S3Wire(SignedClient):
         length: int | None = None,
         if_match: str | None = None,
         checksum_mode: bool = False,
+        version_id: str | None = None,
     ) -> tuple[bytes | bytearray, ObjectInfo]:
         """GetObject into a new buffer of the body's size: ``(data, info)``."""
         if offset < 0 or (length is not None and length < 0):
             raise ValueError(f"invalid range: offset={offset}, length={length}")
         if length == 0:
             info = await self.head_object(
-                bucket, key, if_match=if_match, checksum_mode=checksum_mode
+                bucket, key, if_match=if_match, checksum_mode=checksum_mode, version_id=version_id
             )
             return b"", info
         headers = self._get_headers(offset, length, if_match, checksum_mode)
         ranged = "range" in headers
-        response = await self._request("GetObject", "GET", bucket, key, headers=headers)
+        response = await self._request(
+            "GetObject", "GET", bucket, key, query=_version(version_id), headers=headers
+        )
         if ranged and response.status == 200:
             data = response.body
             end = len(data) if length is None else offset + length
@@ -374,10 +394,11 @@ class S3Wire(SignedClient):
                 headers["x-amz-tagging"] = tagging_header(options.tags)
         return headers
 
-    async def delete_object(self, bucket: str, key: str) -> None:
-        """DeleteObject. A missing key is not an error (S3 answers 204; some stores 404)."""
+    async def delete_object(self, bucket: str, key: str, *, version_id: str | None = None) -> None:
+        """DeleteObject (of version ``version_id`` only, if given). A missing key
+        is not an error (S3 answers 204; some stores 404)."""
         try:
-            await self._request("DeleteObject", "DELETE", bucket, key)
+            await self._request("DeleteObject", "DELETE", bucket, key, query=_version(version_id))
         except BucketNotFound:
             raise
         except BackendError as exc:

@@ -31,9 +31,11 @@ __all__ = [
     "ListedObject",
     "ListedPart",
     "ListedUpload",
+    "ListedVersion",
     "ObjectList",
     "PartList",
     "UploadList",
+    "VersionList",
     "XmlError",
     "complete_multipart_body",
     "create_bucket_body",
@@ -47,6 +49,7 @@ __all__ = [
     "parse_initiate",
     "parse_iso_date",
     "parse_list_buckets",
+    "parse_list_object_versions",
     "parse_list_objects_v2",
     "parse_list_parts",
     "parse_list_uploads",
@@ -319,6 +322,65 @@ def parse_list_objects_v2(data: Data) -> ObjectList:
         truncated=truncated,
         next_token=token,
         key_count=_int(_text(root, ns + "KeyCount"), len(objects) + len(prefixes)),
+    )
+
+
+# -- ListObjectVersions -----------------------------------------------------------
+
+
+class ListedVersion(NamedTuple):
+    """One ``<Version>`` or ``<DeleteMarker>`` entry (``delete_marker``; size 0)."""
+
+    key: str
+    version_id: str
+    is_latest: bool
+    delete_marker: bool
+    size: int
+    mtime: float | None
+    etag: str | None
+
+
+class VersionList(NamedTuple):
+    """One ListObjectVersions page; the next starts at both markers."""
+
+    versions: list[ListedVersion]
+    truncated: bool
+    next_key_marker: str | None
+    next_version_marker: str | None
+
+
+def parse_list_object_versions(data: Data) -> VersionList:
+    """A ListObjectVersions answer (``ListVersionsResult``), versions and delete
+    markers in document order (key order, newest first within a key), keys
+    and the next key marker URL-decoded if encoded."""
+    root, ns = _root(data)
+    _expect(root, ns, "ListVersionsResult")
+    encoded = (_text(root, ns + "EncodingType") or "").lower() == "url"
+    t_version, t_marker = ns + "Version", ns + "DeleteMarker"
+    versions: list[ListedVersion] = []
+    for child in root:
+        if child.tag not in (t_version, t_marker):
+            continue
+        key = _text(child, ns + "Key") or ""
+        versions.append(
+            ListedVersion(
+                key=_url_decode(key) if encoded else key,
+                version_id=_text(child, ns + "VersionId") or "null",
+                is_latest=_true(_text(child, ns + "IsLatest")),
+                delete_marker=child.tag == t_marker,
+                size=_int(_text(child, ns + "Size")),
+                mtime=parse_iso_date(_text(child, ns + "LastModified")),
+                etag=_unquote_etag(_text(child, ns + "ETag")),
+            )
+        )
+    next_key = _text(root, ns + "NextKeyMarker") or None
+    if next_key is not None and encoded:
+        next_key = _url_decode(next_key)
+    return VersionList(
+        versions=versions,
+        truncated=_true(_text(root, ns + "IsTruncated")),
+        next_key_marker=next_key,
+        next_version_marker=_text(root, ns + "NextVersionIdMarker") or None,
     )
 
 

@@ -1,0 +1,249 @@
+"""Object versions (issue 38, item 1) on stock moto and SeaweedFS, as they ship.
+
+Buckets are put under versioning with boto3 (PutBucketVersioning), versions
+written and inspected with boto3 too; synxfer reads, copies, deletes and
+lists them through ``version_id=`` / ``versions=True`` and the CLI's
+``--version-id`` / ``--all-versions``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+import pytest
+
+import synxfer
+from synxfer import ConfigError, NotFound, ObjectInfo, TransferConfig
+
+from ._s3server import S3World
+
+PART = 5 * 1024 * 1024
+#: Ranges of 5 MiB: a 12 MiB object is fetched in ranged GETs, not one GET.
+CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART)
+BIG = 12 * 1024 * 1024
+
+
+@pytest.fixture(params=["stock-moto", "seaweedfs"])
+def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3World:
+    if request.param == "stock-moto":
+        moto = request.getfixturevalue("stock_moto")
+        w = S3World("stock-moto", moto.endpoint_url, "testing", "testing-secret-never-printed")
+    else:
+        weed = request.getfixturevalue("seaweed_session")
+        w = S3World("seaweedfs", weed.endpoint_url, weed.access_key, weed.secret_key)
+    w.apply(monkeypatch)
+    return w
+
+
+def _s3(world: S3World) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=world.endpoint_url,
+        aws_access_key_id=world.access_key,
+        aws_secret_access_key=world.secret_key,
+        region_name=world.region,
+    )
+
+
+def _versioned_bucket(world: S3World) -> str:
+    name = f"ver-{uuid.uuid4().hex[:12]}"
+    s3 = _s3(world)
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
+def _put(world: S3World, bucket: str, key: str, data: bytes) -> str:
+    version: str = _s3(world).put_object(Bucket=bucket, Key=key, Body=data)["VersionId"]
+    return version
+
+
+def _body(world: S3World, bucket: str, key: str) -> bytes:
+    data: bytes = _s3(world).get_object(Bucket=bucket, Key=key)["Body"].read()
+    return data
+
+
+def _versions(world: S3World, bucket: str) -> list[tuple[str, str, bool]]:
+    """(key, version id, delete marker) of every version boto3 lists."""
+    answer = _s3(world).list_object_versions(Bucket=bucket)
+    found = [(v["Key"], v["VersionId"], False) for v in answer.get("Versions", [])]
+    found += [(m["Key"], m["VersionId"], True) for m in answer.get("DeleteMarkers", [])]
+    return sorted(found)
+
+
+def _client(world: S3World) -> synxfer.Client:
+    return synxfer.Client(CONFIG, endpoint_url=world.endpoint_url)
+
+
+# -- downloads ---------------------------------------------------------------
+
+
+async def test_download_of_a_version_pins_it_on_every_ranged_get(
+    world: S3World, tmp_path: Path
+) -> None:
+    """An older version of the same size as the current one comes back whole
+    and verified, in ranged GETs: a range without ``versionId`` would be the
+    current version's bytes (refused by If-Match, or mixed in)."""
+    bucket = _versioned_bucket(world)
+    old, new = os.urandom(BIG), os.urandom(BIG)
+    v1 = _put(world, bucket, "big.bin", old)
+    v2 = _put(world, bucket, "big.bin", new)
+    small_v1 = _put(world, bucket, "small.txt", b"first")
+    _put(world, bucket, "small.txt", b"second")
+    async with _client(world) as client:
+        result = await client.download_file(
+            f"s3://{bucket}/big.bin", tmp_path / "old.bin", version_id=v1
+        )
+        result.raise_for_failures()
+        assert (tmp_path / "old.bin").read_bytes() == old
+        assert result.not_verified == 0, result.warnings
+        result = await client.copy(
+            f"s3://{bucket}/big.bin", str(tmp_path / "new.bin"), version_id=v2
+        )
+        result.raise_for_failures()
+        assert (tmp_path / "new.bin").read_bytes() == new
+        # One GET (the single-request path) of an older small version.
+        result = await client.download_file(
+            f"s3://{bucket}/small.txt", tmp_path / "small.txt", version_id=small_v1
+        )
+        result.raise_for_failures()
+        assert (tmp_path / "small.txt").read_bytes() == b"first"
+        # The blocking facade passes it along too.
+    synxfer.download_file(
+        f"s3://{bucket}/small.txt",
+        tmp_path / "small2.txt",
+        version_id=small_v1,
+        endpoint_url=world.endpoint_url,
+    ).raise_for_failures()
+    assert (tmp_path / "small2.txt").read_bytes() == b"first"
+
+
+async def test_copy_of_a_version_between_keys(world: S3World) -> None:
+    """A remote copy of an older version writes that version's bytes: the
+    copy streams (pinned), it is no server-side copy of the current object."""
+    bucket = _versioned_bucket(world)
+    v1 = _put(world, bucket, "k", b"old bytes")
+    _put(world, bucket, "k", b"new bytes")
+    async with _client(world) as client:
+        result = await client.copy(f"s3://{bucket}/k", f"s3://{bucket}/restored", version_id=v1)
+        result.raise_for_failures()
+        assert result.not_verified == 0
+    assert _body(world, bucket, "restored") == b"old bytes"
+    assert _body(world, bucket, "k") == b"new bytes"
+
+
+# -- deletes -----------------------------------------------------------------
+
+
+async def test_rm_of_a_version_deletes_that_version_only(world: S3World) -> None:
+    bucket = _versioned_bucket(world)
+    v1 = _put(world, bucket, "k", b"one")
+    v2 = _put(world, bucket, "k", b"two")
+    v3 = _put(world, bucket, "k", b"three")
+    _put(world, bucket, "other", b"x")
+    async with _client(world) as client:
+        result = await client.rm(f"s3://{bucket}/k", version_id=v2)
+        assert result.files_deleted == 1
+        kept = [(k, v) for k, v, _ in _versions(world, bucket) if k == "k"]
+        assert sorted(kept) == sorted([("k", v1), ("k", v3)])
+        assert _body(world, bucket, "k") == b"three"
+        # Deleting the current version makes the one before it current.
+        await client.rm(f"s3://{bucket}/k", version_id=v3)
+        assert _body(world, bucket, "k") == b"one"
+        assert _body(world, bucket, "other") == b"x"
+        # A version that is not there is an error naming it, not a silent 204.
+        with pytest.raises(NotFound, match="no version"):
+            await client.rm(f"s3://{bucket}/k", version_id=v2)
+
+
+async def test_rm_of_a_delete_marker_brings_the_object_back(world: S3World) -> None:
+    bucket = _versioned_bucket(world)
+    _put(world, bucket, "k", b"kept")
+    marker = _s3(world).delete_object(Bucket=bucket, Key="k")["VersionId"]
+    async with _client(world) as client:
+        items = [i async for i in client.ls(f"s3://{bucket}/", versions=True)]
+        assert any(isinstance(i, ObjectInfo) and i.delete_marker for i in items)
+        await client.rm(f"s3://{bucket}/k", version_id=marker)
+    assert _body(world, bucket, "k") == b"kept"
+
+
+# -- listings and sync -------------------------------------------------------
+
+
+async def test_ls_versions_lists_every_version_and_delete_marker(world: S3World) -> None:
+    bucket = _versioned_bucket(world)
+    v1 = _put(world, bucket, "a/k", b"1")
+    v2 = _put(world, bucket, "a/k", b"22")
+    g1 = _put(world, bucket, "gone", b"333")
+    marker = _s3(world).delete_object(Bucket=bucket, Key="gone")["VersionId"]
+    async with _client(world) as client:
+        items = [i async for i in client.ls(f"s3://{bucket}/", recursive=True, versions=True)]
+        folded = [i async for i in client.ls(f"s3://{bucket}/", versions=True)]
+        current = [i async for i in client.ls(f"s3://{bucket}/", recursive=True)]
+    assert all(isinstance(i, ObjectInfo) for i in items)
+    got = [(i.key, i.version_id, i.is_latest, i.delete_marker, i.size) for i in items]  # type: ignore[union-attr]
+    assert got == [
+        ("a/k", v2, True, False, 2),
+        ("a/k", v1, False, False, 1),
+        ("gone", marker, True, True, 0),
+        ("gone", g1, False, False, 3),
+    ]
+    assert folded[0] == "a/"
+    assert [(i.key, i.version_id) for i in folded[1:]] == [("gone", marker), ("gone", g1)]  # type: ignore[union-attr]
+    # A plain listing: current versions only, no delete marker.
+    assert [(i.key, i.size) for i in current] == [("a/k", 2)]  # type: ignore[union-attr]
+
+
+async def test_sync_ignores_noncurrent_versions(world: S3World, tmp_path: Path) -> None:
+    bucket = _versioned_bucket(world)
+    _put(world, bucket, "d/k", b"old")
+    _put(world, bucket, "d/k", b"current")
+    _put(world, bucket, "d/gone", b"deleted later")
+    _s3(world).delete_object(Bucket=bucket, Key="d/gone")
+    async with _client(world) as client:
+        result = await client.sync_from(f"s3://{bucket}/d/", tmp_path / "out")
+        result.raise_for_failures()
+    files = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    assert files == {"k": b"current"}
+
+
+# -- bad input ---------------------------------------------------------------
+
+
+async def test_bad_version_input_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+    async with synxfer.Client() as client:
+        with pytest.raises(ConfigError, match="version-id.*local path"):
+            await client.copy(str(tmp_path / "f"), "s3://b/k", version_id="v")
+        with pytest.raises(ConfigError, match="--recursive"):
+            await client.copy("s3://b/p/", str(tmp_path), recursive=True, version_id="v")
+        with pytest.raises(ConfigError, match="expected a version id"):
+            await client.download_file("s3://b/k", tmp_path / "o", version_id="")
+        with pytest.raises(ConfigError, match="names a prefix"):
+            await client.rm("s3://b/p/", version_id="v")
+        with pytest.raises(ConfigError, match="--recursive"):
+            await client.rm("s3://b/p", recursive=True, version_id="v")
+        # Backends without versions refuse before anything is opened.
+        url = (tmp_path / "f").as_uri()
+        with pytest.raises(ConfigError, match="file:// has no object versions"):
+            await client.download_file(url, tmp_path / "o", version_id="v")
+        with pytest.raises(ConfigError, match="gs:// has no object versions"):
+            await client.rm("gs://b/k", version_id="v")
+        with pytest.raises(ConfigError, match="--all-versions.*file://"):
+            [i async for i in client.ls(tmp_path.as_uri() + "/", versions=True)]
+
+
+async def test_missing_version_names_it(world: S3World, tmp_path: Path) -> None:
+    bucket = _versioned_bucket(world)
+    _put(world, bucket, "k", b"x")
+    v = _put(world, bucket, "other", b"y")  # a real id, of another key
+    async with _client(world) as client:
+        with pytest.raises((NotFound, ConfigError), match="no (such )?version"):
+            await client.download_file(f"s3://{bucket}/k", tmp_path / "o", version_id=v)
+    assert not (tmp_path / "o").exists()
