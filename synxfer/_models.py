@@ -259,8 +259,8 @@ class WriteOptions:
             chosen = self.checksum_algorithm.strip().upper()
             if chosen not in CHECKSUM_ALGORITHMS:
                 raise ConfigError(
-                    f"WriteOptions(checksum_algorithm=...) (--checksum-algorithm) must be one "
-                    f"of {', '.join(CHECKSUM_ALGORITHMS)} (got {self.checksum_algorithm!r})"
+                    f"WriteOptions(checksum_algorithm=...) must be one of "
+                    f"{', '.join(CHECKSUM_ALGORITHMS)} (got {self.checksum_algorithm!r})"
                 )
             object.__setattr__(self, "checksum_algorithm", chosen)
         if self.tags:

@@ -85,6 +85,7 @@ _FLAGGED = frozenset(
         "cache_control",
         "content_encoding",
         "content_disposition",
+        "checksum_algorithm",
         "compress",
         "compress_level",
     }
