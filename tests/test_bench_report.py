@@ -120,7 +120,7 @@ def test_re_rendering_from_results_json(tmp_path: Path) -> None:
 )
 def test_committed_reports_carry_true_labels(name: str) -> None:
     """Every committed scenario report re-renders from its JSON, rows labelled with what moved."""
-    path = REPO / "docs" / "benchmarks" / name / "results.json"
+    path = REPO / "docs" / "benchmarks" / name / "results.json.gz"
     report = ScenarioReport.load(path)
     md = report.markdown()
     committed = path.with_name("report.md").read_text()
@@ -159,3 +159,13 @@ def test_compare_skips_rows_that_moved_other_bytes(tmp_path: Path) -> None:
     rows, notes = compare_files(a, b)
     assert rows == []
     assert any("not compared" in n for n in notes)
+
+
+def test_compare_reads_the_gzipped_runs_the_docs_keep() -> None:
+    """docs/benchmarks keeps each run as results.json.gz; compare takes it as it is."""
+    from synxfer_bench.compare import compare_files
+
+    run = REPO / "docs" / "benchmarks" / "speed" / "results.json.gz"
+    rows, _ = compare_files(run, run)
+    assert len(rows) == 32  # 4 rows x up, down x 4 tools, each against itself
+    assert not any(r.regression for r in rows)

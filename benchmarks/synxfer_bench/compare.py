@@ -9,7 +9,6 @@ scaling rule that changed) is not compared: a note says so.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +46,10 @@ class Comparison:
 
 
 def _load(path: Path) -> dict[Key, dict[str, object]]:
+    from .report import read_results  # gzip or not, as the docs keep runs
+
     try:
-        data = json.loads(path.read_text())
+        data = read_results(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from None
     results = data.get("results") if isinstance(data, dict) else None
