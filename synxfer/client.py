@@ -34,7 +34,7 @@ from ._versions import (
     stat_version,
     version_view,
 )
-from .backend import Backend, BackendOptions, open_backend, resolve
+from .backend import Backend, BackendOptions, CustomerKey, customer_key, open_backend, resolve
 from .engine.compare import Compare, Overwrite, kept, object_time_ns
 from .engine.core import Engine, Job, Run
 from .engine.filters import Filters, has_magic, split_glob
@@ -123,6 +123,17 @@ class Client:
     (:class:`~synxfer.WriteOptions`: content type, storage class, encryption,
     ACL, metadata...), or a call's ``write_options=``; an option the
     destination does not honour is a ConfigError before anything moves.
+
+    ``sse_c_read_key`` and ``sse_c_write_key`` are customer-provided
+    encryption keys (S3's SSE-C; a :class:`~synxfer.backend.CustomerKey`, or
+    its 32 raw bytes): the first is sent on every request that reads an
+    object (HEAD, ranged GET, the source of a server-side copy), the second
+    on every request that writes one (put, each part, complete, a copy's
+    destination). aws-cli's ``--sse-c-key`` is the write key of an upload
+    or a copy and the read key of a download; ``--sse-c-copy-source-key``
+    the read key of a copy. A store that cannot take them refuses them
+    (ConfigError); they are never shown, logged or written to the journal,
+    and not sent to worker processes (``processes``/``dask`` refuse them).
     """
 
     def __init__(
@@ -138,6 +149,8 @@ class Client:
         endpoints: Mapping[str, str] | None = None,
         backend_options: Mapping[str, Mapping[str, str]] | None = None,
         dask: object | None = None,
+        sse_c_read_key: CustomerKey | bytes | str | None = None,
+        sse_c_write_key: CustomerKey | bytes | str | None = None,
     ) -> None:
         self.config = config or TransferConfig()
         self._dask = dask
@@ -156,6 +169,8 @@ class Client:
             connect_timeout=self.config.connect_timeout,
             read_timeout=self.config.read_timeout,
             requests=self._engine.scheduler.requests,
+            sse_c_read_key=customer_key(sse_c_read_key, "Client(sse_c_read_key=...)"),
+            sse_c_write_key=customer_key(sse_c_write_key, "Client(sse_c_write_key=...)"),
         )
         self._backends: dict[tuple[str, str], Backend] = {}
         self._lock = asyncio.Lock()
@@ -221,11 +236,22 @@ class Client:
                 try:
                     # Its limits are known now: refuse values that cannot work.
                     check_capabilities(self.config, backend.capabilities, backend.url(""))
+                    self._check_customer_keys(backend)
                 except ConfigError:
                     await backend.aclose()
                     raise
                 self._backends[ident] = backend
         return backend
+
+    def _check_customer_keys(self, backend: Backend) -> None:
+        """ConfigError if SSE-C keys are set for a backend that cannot send them."""
+        o = self._options
+        if (o.sse_c_read_key or o.sse_c_write_key) and not backend.capabilities.customer_keys:
+            raise ConfigError(
+                f"{backend.url('')} cannot use a customer-provided encryption key "
+                "(--sse-c / Client(sse_c_read_key=..., sse_c_write_key=...)): only s3:// "
+                "stores take SSE-C; leave the key out for this location"
+            )
 
     def _options_for(self, loc: Location, **changes: object) -> BackendOptions:
         """The backend options of ``loc``'s scheme: the client's, with the
@@ -635,6 +661,14 @@ class Client:
 
         if args.overwrite:
             raise _not_scaled(args.overwrite)
+        o = self._options
+        if (o.sse_c_read_key or o.sse_c_write_key) and (
+            self.config.processes > 1 or self._dask is not None
+        ):
+            raise ConfigError(
+                "a customer-provided encryption key (--sse-c) is never sent to worker "
+                "processes: run without --processes / --dask (TransferConfig.processes, dask=)"
+            )
         d = parse_location(_str(dst))
         if not d.is_local:
             await self._writable(d, write_options)  # refused here, not in every shard

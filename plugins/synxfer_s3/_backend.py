@@ -57,6 +57,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -98,6 +99,7 @@ from ._copy import copy_object
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
 from ._headers import b64md5, etag_md5, result_checksums
 from ._parts import PartSums, crc32c_b64, multipart_etag
+from ._sse_c import CustomerKeys, unconfirmed
 from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
 from ._versions import list_versions_page, version_view
 from ._wire import S3Wire, s3_code
@@ -105,6 +107,7 @@ from ._wire import S3Wire, s3_code
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
 
 AddressingStyle = Literal["auto", "virtual", "path"]
+_log = logging.getLogger("synxfer.s3")
 _ADDRESSING_STYLES: tuple[AddressingStyle, ...] = ("auto", "virtual", "path")
 
 #: S3's storage classes (``WriteOptions.storage_class``; aws-cli's ``--storage-class``).
@@ -168,6 +171,7 @@ class S3Backend(Backend):
         fan_out=frozenset({"copy"}),
         write_options=frozenset(WRITE_OPTION_NAMES),  # every one of them
         storage_classes=S3_STORAGE_CLASSES,
+        customer_keys=True,  # SSE-C (see ._sse_c)
     )
 
     #: Signing region when neither ``options.region`` nor the AWS chain names one.
@@ -287,9 +291,45 @@ class S3Backend(Backend):
             anonymous=self.anonymous,
             request_payer=self.request_payer,
             recv_threads=self.recv_off_loop,
+            customer_keys=self._customer_keys(),
         )
         self.region = region
         self._trust = endpoint_trust(self.endpoint_url or f"https://s3.{region}.amazonaws.com")
+
+    def _customer_keys(self) -> CustomerKeys | None:
+        """The SSE-C keys of :class:`~synxfer.backend.BackendOptions`, if any.
+        Over plain ``http`` to another host the key would cross the network
+        in clear (AWS and Ceph RGW refuse it there; SeaweedFS takes it): said
+        once, as a warning, naming the endpoint and never the key."""
+        read, write = self.options.sse_c_read_key, self.options.sse_c_write_key
+        if read is None and write is None:
+            return None
+        parts = urlsplit(self.endpoint_url or "https://")
+        if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "::1", "localhost"):
+            _log.warning(
+                "%s: a customer-provided key (SSE-C) is sent in clear over http; use https",
+                self.endpoint_url,
+            )
+        self._sse_c = CustomerKeys(read, write)
+        return self._sse_c
+
+    #: The SSE-C keys sent (set by :meth:`open`), and whether a write went unconfirmed.
+    _sse_c: CustomerKeys | None = None
+    _sse_c_warned = False
+
+    def _note_sse_c(self, key: str, encryption: str | None) -> None:
+        """Warn (once) when a write sent with the SSE-C key was not confirmed
+        SSE-C-encrypted: the store ignored the key (stock moto does) and may
+        hold the bytes in clear. The bytes are stored; the user must know."""
+        if self._sse_c_warned or not unconfirmed(self._sse_c, encryption):
+            return
+        self._sse_c_warned = True
+        _log.warning(
+            "%s: the store did not confirm SSE-C encryption (its answer names no "
+            "customer-key algorithm): it ignored the customer-provided key and may "
+            "keep objects unencrypted",
+            self.url(key),
+        )
 
     async def aclose(self) -> None:
         if self._version_id is not None:
@@ -561,6 +601,7 @@ class S3Backend(Backend):
             content_type=options.content_type,
             options=options,
         )
+        self._note_sse_c(key, info.encryption)
         try:
             await self._check_stored(
                 "PutObject", key, data, md5, sums, (info.etag, info.checksums, info.encryption)
@@ -669,8 +710,8 @@ class S3Backend(Backend):
         """PreconditionFailed if ``key`` exists: a HEAD just before completing
         an ``if_none_match`` upload, as Ceph RGW 16 ignores ``If-None-Match``
         on CompleteMultipartUpload (measured; AWS, moto and SeaweedFS honour it)."""
-        try:
-            await self.wire.head_object(self.bucket, key)
+        try:  # a HEAD of the object being written: with the SSE-C write key
+            await self.wire._request("HeadObject", "HEAD", self.bucket, key, written=True)
         except BucketNotFound:
             raise
         except NotFound:
@@ -706,6 +747,7 @@ class S3Backend(Backend):
             checksums=sums,
         )
         await self._check_stored(f"UploadPart {number}", upload.key, data, md5, sums, answer)
+        self._note_sse_c(upload.key, answer.encryption)
         crc = sums.get("crc32c") if sums is not None else None
         if crc is not None:
             self._sums.add(upload.upload_id, number, crc)

@@ -19,7 +19,8 @@ buckets, path for IP addresses, ``localhost`` and other buckets).
 Anonymous requests (``anonymous``: aws-cli's ``--no-sign-request``, for
 public buckets) carry no signature and ask for no credentials.
 ``request_payer`` (``requester``) is sent as ``x-amz-request-payer`` on
-every request, for requester-pays buckets.
+every request, for requester-pays buckets. ``customer_keys`` (SSE-C) adds
+the customer-provided key to the requests that need it (:mod:`._sse_c`).
 
 Logging: with the ``synxfer.s3`` logger at DEBUG, one line per request --
 operation, method, ``s3://bucket/key``, status, body bytes, milliseconds.
@@ -50,6 +51,7 @@ from synxfer.backend import (
 
 from ._classify import bucket_not_found, classify, error_text
 from ._credentials import CredentialSource
+from ._sse_c import CustomerKeys, error_hint
 from ._sigv4 import SigV4Signer, amz_date, canonical_query, host_header, quote_path
 from ._xml import XmlError, error_in_ok_body, parse_error
 
@@ -119,12 +121,14 @@ class SignedClient:
         anonymous: bool = False,
         request_payer: str | None = None,
         recv_threads: bool = False,
+        customer_keys: CustomerKeys | None = None,
     ) -> None:
         if addressing not in ("auto", "path", "virtual"):
             raise ConfigError(f"addressing must be auto, path or virtual (got {addressing!r})")
         self.region = region
         self.anonymous = anonymous
         self.request_payer = request_payer
+        self._customer_keys = customer_keys
         self.label = label
         self.addressing = addressing
         self._credentials = credentials
@@ -224,6 +228,7 @@ class SignedClient:
         sink: memoryview | None = None,
         sink_status: int = 0,
         service: bool = False,
+        written: bool = False,
     ) -> HttpResponse:
         address = self._address(bucket, service=service)
         if key is None:
@@ -237,6 +242,8 @@ class SignedClient:
         headers = headers if headers is not None else {}
         if self.request_payer:
             headers["x-amz-request-payer"] = self.request_payer
+        if self._customer_keys is not None:  # ``written``: a HEAD of an object being written
+            self._customer_keys.add(op, headers, written=written)
         if self.anonymous:
             signed = headers
             signed["host"] = address.host_header
@@ -299,7 +306,7 @@ class SignedClient:
         cls = classify(code, status)
         if cls is BucketNotFound:
             return _coded(bucket_not_found(bucket, url, status), code)
-        text = error_text(op, code, status, message)
+        text = error_text(op, code, status, message) + error_hint(op, status, self._customer_keys)
         if 300 <= status < 400 or code in {"PermanentRedirect", "AuthorizationHeaderMalformed"}:
             region = response.headers.get("x-amz-bucket-region") or (
                 info.region if info is not None else None

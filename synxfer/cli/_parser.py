@@ -22,6 +22,7 @@ from ._args import (
     rate_arg,
     size_arg,
 )
+from ._sse_c import add_sse_c_arguments, tagging_arg
 
 __all__ = ["COMMANDS", "build_parser", "parse_command_line"]
 
@@ -271,6 +272,15 @@ def _add_object_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--content-disposition", metavar="VALUE", help="the Content-Disposition header"
     )
+    group.add_argument(
+        "--tagging",
+        dest="tags",
+        type=tagging_arg,
+        metavar="K=V&K2=V2",
+        help="the objects' tags (s3), URL-encoded as S3's x-amz-tagging header; a "
+        "server-side copy keeps the source's unless this is given",
+    )
+    add_sse_c_arguments(group)
     group.add_argument(
         "--compress",
         choices=("zstd",),

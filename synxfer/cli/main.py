@@ -27,6 +27,7 @@ from .._url import parse_location, service_scheme
 from ._args import Command
 from ._output import EventPrinter, Progress, cli_words, redact, summary_line
 from ._parser import COMMANDS, build_parser, parse_command_line
+from ._sse_c import client_keys
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop, Task
@@ -284,6 +285,7 @@ async def _run(args: argparse.Namespace, printer: EventPrinter | None) -> Transf
         on_event=printer,
         follow_symlinks=args.follow_symlinks,
         dask=getattr(args, "dask", None),
+        **client_keys(args),  # --sse-c-key, --sse-c-copy-source-key
     ) as client:
         command = _command(args)
         if printer is None:
