@@ -51,8 +51,8 @@ from synxfer.backend import (
 
 from ._classify import bucket_not_found, classify, error_text
 from ._credentials import CredentialSource
-from ._sse_c import CustomerKeys, error_hint
 from ._sigv4 import SigV4Signer, amz_date, canonical_query, host_header, quote_path
+from ._sse_c import CustomerKeys, error_hint
 from ._xml import XmlError, error_in_ok_body, parse_error
 
 __all__ = ["Addressing", "SignedClient", "s3_code"]
