@@ -5,7 +5,7 @@ A floor that wrote the wrong bytes quickly would look like a result.
 SeaweedFS; this runs with the suite. Each mode downloads objects with odd
 sizes over a real HTTP server (moto), in ranges smaller than the objects,
 and every file is compared with its object. ``native`` mode compiles ``bare_native.c`` with
-the system's C compiler (decision 0024), so it needs one and an x86-64 CPU
+the system's C compiler (decision 0021), so it needs one and an x86-64 CPU
 with SSE4.2.
 """
 

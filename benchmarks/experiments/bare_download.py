@@ -15,7 +15,7 @@ calls, as :mod:`synxfer.engine.localfile` does. Three modes:
 * ``native``: ``pipe`` in one C call per GET (``bare_native.c``: receive,
   CRC32C and 32 KiB ``pwrite`` calls without the GIL), compiled with the
   system's ``cc`` on first use: the floor of a native data plane under
-  Python's start-up (docs/decisions/0024).
+  Python's start-up (docs/decisions/0021).
 
 It imports ``synxfer_s3._sigv4`` (and so all of synxfer, asyncio included)
 to sign its requests, so its start-up costs what synxfer's does. Run it

@@ -1,10 +1,10 @@
-/* bare_native: the native floor of benchmarks/bare_download.py (--mode native).
+/* bare_native: the native floor of benchmarks/experiments/bare_download.py (--mode native).
  *
  * NOT part of synxfer. One call receives a GET body from a socket, CRC32Cs
  * each piece while it is in the CPU's cache and writes it with 32 KiB
  * pwrite calls, all without the GIL: what a native receive + CRC + write
  * data plane could do under synxfer's start-up. Measured in
- * docs/decisions/0024-the-native-floor.md. bare_download.py compiles it with
+ * docs/decisions/0021-the-download-floor.md. bare_download.py compiles it with
  * the system C compiler on first use (x86-64 with SSE4.2).
  *
  * CRC32C: three interleaved crc32q streams combined with zero-shift tables,
