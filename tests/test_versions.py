@@ -8,9 +8,8 @@ lists them through ``version_id=`` / ``versions=True`` and the CLI's
 
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -219,7 +218,7 @@ async def test_sync_ignores_noncurrent_versions(world: S3World, tmp_path: Path) 
 async def test_bad_version_input_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"x")
     async with synxfer.Client() as client:
-        with pytest.raises(ConfigError, match="version-id.*local path"):
+        with pytest.raises(ConfigError, match=r"version-id.*local path"):
             await client.copy(str(tmp_path / "f"), "s3://b/k", version_id="v")
         with pytest.raises(ConfigError, match="--recursive"):
             await client.copy("s3://b/p/", str(tmp_path), recursive=True, version_id="v")
@@ -235,7 +234,7 @@ async def test_bad_version_input_is_a_config_error(tmp_path: Path) -> None:
             await client.download_file(url, tmp_path / "o", version_id="v")
         with pytest.raises(ConfigError, match="gs:// has no object versions"):
             await client.rm("gs://b/k", version_id="v")
-        with pytest.raises(ConfigError, match="--all-versions.*file://"):
+        with pytest.raises(ConfigError, match=r"--all-versions.*file://"):
             [i async for i in client.ls(tmp_path.as_uri() + "/", versions=True)]
 
 
@@ -244,6 +243,80 @@ async def test_missing_version_names_it(world: S3World, tmp_path: Path) -> None:
     _put(world, bucket, "k", b"x")
     v = _put(world, bucket, "other", b"y")  # a real id, of another key
     async with _client(world) as client:
-        with pytest.raises((NotFound, ConfigError), match="no (such )?version"):
+        with pytest.raises((NotFound, ConfigError), match=r"no (such )?version"):
             await client.download_file(f"s3://{bucket}/k", tmp_path / "o", version_id=v)
     assert not (tmp_path / "o").exists()
+
+
+# -- the command -------------------------------------------------------------
+
+
+@pytest.fixture
+def moto(stock_moto: Any, monkeypatch: pytest.MonkeyPatch) -> S3World:
+    w = S3World("stock-moto", stock_moto.endpoint_url, "testing", "testing-secret-never-printed")
+    w.apply(monkeypatch)
+    return w
+
+
+def test_cli_versions(moto: S3World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from synxfer.cli.main import main
+
+    bucket = _versioned_bucket(moto)
+    v1 = _put(moto, bucket, "k", b"one")
+    v2 = _put(moto, bucket, "k", b"two!")
+    marker = _s3(moto).delete_object(Bucket=bucket, Key="k")["VersionId"]
+    common = ["--endpoint-url", moto.endpoint_url]
+    url = f"s3://{bucket}/k"
+
+    assert main(["ls", "--all-versions", f"s3://{bucket}/", *common]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2:] for line in lines] == [
+        ["0", "k", marker, "latest", "delete-marker"],
+        ["4", "k", v2],
+        ["3", "k", v1],
+    ]
+    assert main(["ls", "--all-versions", "--json", f"s3://{bucket}/", *common]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (first["version_id"], first["is_latest"], first["delete_marker"]) == (
+        marker,
+        True,
+        True,
+    )
+
+    assert main(["cp", url, str(tmp_path / "v1"), "--version-id", v1, *common]) == 0
+    assert (tmp_path / "v1").read_bytes() == b"one"
+    # Removing the delete marker brings the object back as it was.
+    assert main(["rm", url, "--version-id", marker, *common]) == 0
+    assert _body(moto, bucket, "k") == b"two!"
+    capsys.readouterr()
+
+    # A version that does not exist: an error naming it, no traceback.
+    assert main(["cp", url, str(tmp_path / "x"), "--version-id", marker, *common]) == 1
+    err = capsys.readouterr().err
+    assert "no version" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["cp", "s3://b/p/", "DIR", "--recursive", "--version-id", "v"], "--recursive"),
+        (["cp", "LOCAL", "s3://b/k", "--version-id", "v"], "is a local path"),
+        (["cp", "s3://b/k", "DIR", "--version-id", ""], "expected a version id"),
+        (["rm", "s3://b/p", "--recursive", "--version-id", "v"], "--recursive"),
+        (["rm", "gs://b/k", "--version-id", "v"], "gs:// has no object versions"),
+        (["ls", "--all-versions", "FILEURL"], "--all-versions / versions=True: file://"),
+    ],
+)
+def test_cli_bad_version_input_exits_2(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synxfer.cli.main import main
+
+    (tmp_path / "f").write_bytes(b"x")
+    subst = {"DIR": str(tmp_path), "LOCAL": str(tmp_path / "f"), "FILEURL": tmp_path.as_uri()}
+    assert main([subst.get(a, a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert "Traceback" not in err

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._models import ObjectInfo, TransferResult
 from .._url import service_scheme
+from ._versions import with_version
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -30,6 +31,7 @@ async def cp(client: Client, args: argparse.Namespace) -> TransferResult:
         if_size_differ=args.if_size_differ,
         if_source_newer=args.if_source_newer,
         raw=args.raw,
+        version_id=args.version_id,
     )
 
 
@@ -62,7 +64,11 @@ async def mv(client: Client, args: argparse.Namespace) -> TransferResult:
 
 async def rm(client: Client, args: argparse.Namespace) -> TransferResult:
     return await client.rm(
-        args.url, recursive=args.recursive, filters=args.filters, dryrun=args.dryrun
+        args.url,
+        recursive=args.recursive,
+        filters=args.filters,
+        dryrun=args.dryrun,
+        version_id=args.version_id,
     )
 
 
@@ -94,11 +100,12 @@ async def ls(client: Client, args: argparse.Namespace) -> None:
         await _ls_buckets(client, scheme, args)
         return
     count = total = 0
-    async for item in client.ls(args.url, recursive=args.recursive):
+    async for item in client.ls(args.url, recursive=args.recursive, versions=args.all_versions):
         if isinstance(item, ObjectInfo):
             count += 1
             total += item.size
-        print(_ls_json(item) if args.json else _ls_line(item, args))
+        line = _ls_json(item) if args.json else _ls_line(item, args)
+        print(with_version(line, item, args.json) if args.all_versions else line)
     if args.summarize:
         if args.json:
             print(json.dumps({"type": "summary", "objects": count, "bytes": total}))

@@ -22,7 +22,6 @@ from ._args import (
     rate_arg,
     size_arg,
 )
-from ._sse_c import add_sse_c_arguments, tagging_arg
 
 __all__ = ["COMMANDS", "build_parser", "parse_command_line"]
 
@@ -273,15 +272,6 @@ def _add_object_options(parser: argparse.ArgumentParser) -> None:
         "--content-disposition", metavar="VALUE", help="the Content-Disposition header"
     )
     group.add_argument(
-        "--tagging",
-        dest="tags",
-        type=tagging_arg,
-        metavar="K=V&K2=V2",
-        help="the objects' tags (s3), URL-encoded as S3's x-amz-tagging header; a "
-        "server-side copy keeps the source's unless this is given",
-    )
-    add_sse_c_arguments(group)
-    group.add_argument(
         "--compress",
         choices=("zstd",),
         default=None,
@@ -348,12 +338,21 @@ def _add_raw(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_version_id(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--version-id",
+        metavar="VERSION_ID",
+        help=f"{what} this version of the object (s3; synxfer ls --all-versions lists them)",
+    )
+
+
 def _cp(cp: Parser) -> None:
     cp.add_argument(
         "src", help="local path or URL; with * ? [...] a wildcard, as in s5cmd ('s3://b/logs/*.gz')"
     )
     cp.add_argument("dst", help="local path or URL")
     cp.add_argument("--recursive", action="store_true", help="copy a whole directory or prefix")
+    _add_version_id(cp, "copy")
     _add_no_clobber(cp)
     cp.add_argument(
         "--if-size-differ",
@@ -421,6 +420,11 @@ def _ls(ls: Parser) -> None:
         "lists the buckets",
     )
     ls.add_argument("--recursive", action="store_true", help="list all keys under the prefix")
+    ls.add_argument(
+        "--all-versions",
+        action="store_true",
+        help="list every version and delete marker, with its version id (s3)",
+    )
     ls.add_argument("--json", action="store_true", help="print one JSON object per line")
     ls.add_argument("--human-readable", action="store_true", help="show sizes in KiB, MiB, GiB")
     ls.add_argument(
@@ -432,6 +436,7 @@ def _ls(ls: Parser) -> None:
 def _rm(rm: Parser) -> None:
     rm.add_argument("url", help="URL like s3://bucket/key")
     rm.add_argument("--recursive", action="store_true", help="delete everything under the prefix")
+    _add_version_id(rm, "delete only")
     _add_filters(rm)
     _add_output(rm)
     _add_common(rm, suppress=True)
