@@ -2,8 +2,8 @@
 
 The strongest checksum the source vouches for (``ObjectInfo.checksums``)
 that can be computed here is chosen (:func:`expectations`), cheapest
-first among equals: CRCs (a few hundredths of a CPU second per GiB) before
-hashes (MD5 costs about 1.5 s per GiB), a checksum of the whole object
+first among equals: CRCs (cheap per byte, and folded across ranges) before
+hashes (a costly pass per byte: decision 0009), a checksum of the whole object
 before a composite one (which needs the upload's part layout). Then the
 object's ranges are planned for it (:func:`plan`):
 
@@ -558,8 +558,8 @@ COMMON_PART_SIZES: tuple[int, ...] = (
 )
 
 #: At most this many part layouts are checked for one object whose layout the
-#: store will not tell. Each costs a pass over the bytes (MD5: ~1.4 s of CPU
-#: per GiB); docs/decisions/0027 records why this many.
+#: store will not tell. Each costs a pass over the bytes; docs/decisions/0027
+#: records what a pass costs and why this many.
 MAX_CANDIDATES = 6
 
 
