@@ -9,16 +9,15 @@ thread (the engine does, in the call that writes the data).
   final XOR are all ones -- all three are), so no byte is read twice however
   the ranges finish. CRC32 comes from zlib. CRC32C comes from fastcrc
   (``fastcrc.crc32.iscsi``, in Rust) where it is installed: the fastest
-  measured here (20 ms/GiB, against awscrt's 26 and google-crc32c's 78),
-  1 ms to import, any buffer taken without a copy, the GIL released while
-  it runs (decision 0020). Without fastcrc, google-crc32c's C function
-  ``crc32c_extend``, called through ctypes: no copy of the engine's
+  measured, cheap to import, any buffer taken without a copy, the GIL
+  released while it runs (decision 0020 has the figures). Without fastcrc,
+  google-crc32c's C function ``crc32c_extend``, called through ctypes: no copy of the engine's
   writable pooled buffers (the module's own functions take only read-only
   ``bytes``, so those would be copied under the GIL) and the GIL released
   while it runs. Once a process has hashed :data:`_AWSCRT_AFTER` bytes
   that way, CRC32C moves to awscrt (AWS's common runtime, the ``s3``
-  extra), 2-3 times faster per byte but ~45 ms to load with the GIL held
-  -- repaid only on large transfers (decision 0014). CRC64NVME comes from
+  extra), faster per byte but slow to load, with the GIL held -- repaid
+  only on large transfers (decision 0014). CRC64NVME comes from
   awscrt only. Any one of the three is enough for CRC32C. Without
   awscrt, CRC64NVME is not available (such objects are verified another
   way, or reported as not verified).
@@ -138,8 +137,8 @@ def available(kind: str) -> bool:
 #: only ``bytes`` (where its C function cannot be reached).
 _CHUNK = 1 << 20
 #: CRC32C bytes hashed with google-crc32c before awscrt is loaded for the
-#: rest (module docstring): its load costs about what google-crc32c's slower
-#: loop costs over ~1.5 GiB (measured: 60 ms against 24 ms per GiB here).
+#: rest (module docstring): about where awscrt's load is repaid by its faster
+#: loop (decision 0014, "Later").
 _AWSCRT_AFTER = 2 << 30
 _google_bytes = 0  # CRC32C bytes hashed with google-crc32c so far (approximate)
 
