@@ -70,10 +70,9 @@ class LocalFile:
     writing, a checksum, runs outside it). The kernel serializes buffered
     writes to one file anyway (the inode lock), but waiting for that lock
     spins: with several threads writing parts of one file, the spinning
-    cost as much kernel CPU as the copies themselves (0.34 against 0.19 s
-    per GiB, 6 threads; more when the copies are slow), on a core the
-    server or the receiving loop needed. A thread waiting on this lock
-    sleeps instead.
+    cost about as much kernel CPU as the copies themselves, on a core the
+    server or the receiving loop needed (decision 0012 has the figures). A
+    thread waiting on this lock sleeps instead.
     """
 
     def __init__(self, fd: int, path: Path, executor: concurrent.futures.Executor) -> None:
@@ -247,10 +246,9 @@ def _pwrite_then(
 #: high-order blocks, often pages the host has taken back, and the copy then
 #: traps to the hypervisor on every page; 32 KiB (order 3) folios come from
 #: the per-CPU lists of recently freed pages (the likely cause; the host's
-#: side was not traced). Measured: 1 GiB from six threads, 32 KiB writes
-#: 0.33-0.40 s every time; 64 KiB, 256 KiB and 8 MiB writes up to 1.8, 1.6
-#: and 2.2 s (docs/decisions/0012-write-chunks.md). 32,768 calls per GiB
-#: cost ~0.03 s of user CPU.
+#: side was not traced). Larger writes were several times slower in kernel
+#: time, and unpredictably so; the extra calls cost little user CPU
+#: (docs/decisions/0012-write-chunks.md has both).
 WRITE_CHUNK = 32 * 1024
 
 
@@ -279,8 +277,8 @@ def open_creating_parents(path: Path, flags: int, mode: int = 0o666) -> int:
     return os.open(path, flags, mode)
 
 
-#: Whole files at least this big are preallocated before the write. Measured
-#: on ext4 (docs/decisions/0008): no cost below, a little faster from 1 MiB up.
+#: Whole files at least this big are preallocated before the write: on ext4
+#: it pays from about here and gains nothing below (docs/decisions/0008).
 PREALLOCATE_MIN = 1 << 20
 
 
