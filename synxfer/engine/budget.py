@@ -89,7 +89,7 @@ class BufferPool:
     size (an object fetched whole in one GET, a little over a part) gets a
     buffer of exactly its size, kept for the next request of that size: a
     tree of same-sized files reuses them instead of zeroing and faulting in
-    a fresh one per file (measured: 4.9 ms of the event loop per 10 MiB).
+    a fresh one per file on the event loop (docs/decisions/0019).
 
     Holders reserve :meth:`charge` bytes of the budget (the class size) before
     asking for a buffer, so the buffers in use stay within the budget; the pool
@@ -151,9 +151,9 @@ class BufferPool:
         A fresh one of :data:`LAZY` bytes or more is an anonymous private
         mapping: the kernel zeroes its pages on first touch, which happens in
         the receive's own copy, so nothing touches them twice. A ``bytearray``
-        is zeroed when made: 16 MiB of it held the event loop for 9 ms here
-        (first touch of fresh pages traps to the hypervisor on this VM), and a
-        ranged download made three before its second and third GET went out
+        is zeroed when made, on the event loop (and first touch of fresh pages
+        can trap to the hypervisor on a VM), and a ranged download made three
+        before its second and third GET went out
         (docs/decisions/0019-lazy-buffers.md).
         """
         if n <= 0:
