@@ -97,8 +97,8 @@ class CallBatch:
 
     For the per-file tail of a small download (write, hash, rename: tens of
     microseconds each), where a hop per file made threads, the loop and the
-    server trade the two cores: on 1000 x 1 MiB from SeaweedFS, -0.09 s of
-    wall time and -0.13 s of client CPU (docs/decisions/0018). A batch
+    server trade the cores, so batching saves both wall time and client CPU
+    on many-file downloads (docs/decisions/0018 has the figures). A batch
     serves one event loop, the client's.
 
     A caller cancelled before its call started takes the call out of the
