@@ -429,9 +429,8 @@ def fetch_size(memory_budget: int, part_size: int) -> int:
 
     The budget (``max_threads * part_size`` by default) is unchanged: the
     same bytes are in flight in half as many, twice as long, GETs. Each
-    request costs the server and the client a fixed amount; on SeaweedFS
-    with 2 cores, 1 GiB in 16 MiB GETs, 3 at a time, took 1.21-1.26 s against
-    1.32-1.40 s in 8 MiB GETs, 6 at a time (docs/decisions/0015).
+    request costs the server and the client a fixed amount, so fewer, longer
+    GETs are faster where the two share the CPU (docs/decisions/0015).
     """
     size = part_size * FETCH_RANGES
     return size if 2 * size <= memory_budget else part_size
