@@ -135,8 +135,8 @@ def safe_join(root: Path, rel: str, resolved: dict[Path, str] | None = None) -> 
 
     ``resolved``, a dict kept by the caller for one plan, remembers each
     directory's real path: ``os.path.realpath`` lstats every component of
-    it, 26 us a key under a shallow root and more under a deep one, on the
-    event loop, before the first transfer of a tree can start. A plan is
+    it, for every key, on the event loop, before the first transfer of a
+    tree can start (docs/decisions/0014, "Also"). A plan is
     checked as of the moment it is made either way.
     """
     if "\x00" in rel:
