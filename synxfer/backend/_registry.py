@@ -12,8 +12,8 @@ The schemes of the backends shipped in synxfer's own distribution resolve
 through :data:`FIRST_PARTY`, the same ``module:attribute`` values as its
 entry points (a test keeps the two equal), without reading any
 distribution's metadata: ``importlib.metadata`` and the scan of every
-installed distribution cost ~45 ms of start-up, a fifth of a small
-transfer's run. A first-party scheme therefore cannot be taken over by
+installed distribution were a large share of a small transfer's start-up
+(docs/decisions/0014). A first-party scheme therefore cannot be taken over by
 another distribution's entry point (it could before, in an unspecified
 order); :func:`register` still overrides it in a process.
 """
