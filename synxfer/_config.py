@@ -77,9 +77,8 @@ class TransferConfig:
         Worker threads that read, write and hash file data. Default
         ``os.cpu_count()`` (at least 2, at most ``max_threads``): that work
         is CPU-bound copies and checksums of page-cached data, and each
-        extra thread only competes for the GIL with the event loop (on 2
-        cores, 2 threads instead of 6 made downloads 4-9 % faster; see
-        docs/decisions/0016-io-threads.md). Raise it for a slow disk.
+        extra thread only competes for the GIL with the event loop
+        (docs/decisions/0016-io-threads.md). Raise it for a slow disk.
     ``max_files``
         Files in flight at once. Default ``2 * max_threads``. Each holds one
         open file descriptor.
