@@ -90,8 +90,8 @@ class FilterAction(argparse.Action):
 class HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter, sized to the terminal without importing
     :mod:`shutil` (argparse's own does, and with it ``bz2``, ``lzma`` and
-    ``fnmatch``: ~2 ms of every run's start-up, as argparse makes a formatter
-    for each argument it adds). Same rule as ``shutil.get_terminal_size``:
+    ``fnmatch``, paid by every run's start-up, as argparse makes a formatter
+    for each argument it adds: docs/decisions/0014). Same rule as ``shutil.get_terminal_size``:
     ``$COLUMNS``, else the terminal on stdout, else 80; minus 2."""
 
     def __init__(
