@@ -83,7 +83,7 @@ def read_s3_settings(
     name = active_profile(profile, env)
     if not os.path.isfile(path):
         return {}
-    import configparser  # only when there is a file to read (~2 ms of start-up)
+    import configparser  # only when there is a file to read: start-up pays for it
 
     parser = configparser.RawConfigParser(default_section="synxfer-no-default-section")
     try:
