@@ -108,8 +108,8 @@ def _hmac_sha256(key: bytes, msg: bytes) -> bytes:
 
     ``hmac.digest`` (the one-shot C call) releases the GIL for every message,
     however short; on the event loop, taking it back from a worker thread
-    that is hashing or writing cost ~0.13 ms a request, measured on 1000
-    downloads of 1 MiB. ``hmac.new`` keeps it for messages under 2 KiB.
+    that is hashing or writing is a wait per request (docs/decisions/0014).
+    ``hmac.new`` keeps it for messages under 2 KiB.
     """
     return hmac.new(key, msg, hashlib.sha256).digest()
 
