@@ -431,8 +431,8 @@ def run() -> NoReturn:
     When :func:`main` returns, every transfer is committed or cleaned up and
     the client is closed (its threads joined, the journal closed). What
     ``sys.exit`` would still do is Python's finalization -- modules, objects
-    and the buffer pool freed one by one: 15-20 ms of a 0.15 s one-file
-    download here. So the logs and the standard streams are flushed and the
+    and the buffer pool freed one by one, a visible share of a one-file
+    download (docs/decisions/0014). So the logs and the standard streams are flushed and the
     process ends with ``os._exit``. When something may still need the
     teardown -- a thread that is not a daemon is alive, multiprocessing or
     Dask was used, or anyone registered an ``atexit`` handler besides
