@@ -589,8 +589,8 @@ def build_parser(only: str | None = None) -> Parser:
 
     With ``only`` (a command's name), the other commands are placeholders
     that take any arguments and parse to nothing. Building only the command
-    a run uses (``cp``: ~2 ms, against ~5.6 ms for all seven) shortens every
-    run's start-up. :func:`parse_command_line` uses it, and falls back to
+    a run uses, not all of them, shortens every run's start-up
+    (docs/decisions/0014). :func:`parse_command_line` uses it, and falls back to
     the whole parser when the command line is not ``only``'s.
     """
     parser = Parser(
