@@ -120,7 +120,7 @@ def parse_http_date(text: str | None) -> float | None:
             except ValueError:
                 pass
     # Only the other forms need email.utils (and the 16 modules it imports,
-    # ~2.5 ms of start-up): imported here, on first use.
+    # which every run's start-up would pay): imported here, on first use.
     from email.utils import parsedate_tz
 
     parsed = parsedate_tz(text)
