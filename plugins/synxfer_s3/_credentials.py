@@ -311,7 +311,7 @@ def profile_s3_setting(
     where = f"{path}: [profile {active}] s3.{name}"
     if not os.path.isfile(path):
         return None, where
-    import configparser  # only when there is a file to read (~2 ms of start-up)
+    import configparser  # only when there is a file to read: start-up pays for it
 
     parser = configparser.RawConfigParser(default_section="synxfer-no-default-section")
     try:
