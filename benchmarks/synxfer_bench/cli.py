@@ -175,7 +175,8 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
         "--target",
         metavar="TARGET",
         help=(
-            "embedded (moto on 127.0.0.1), seaweedfs (started on 127.0.0.1), synapse "
+            "embedded (moto on 127.0.0.1), seaweedfs (started on 127.0.0.1), seaweedfs-tls "
+            "(the same over HTTPS, a CA made for the run, every tool verifying it), synapse "
             "(SeaweedFS behind the local Synapse-style service, for synapse-path), "
             "or a URL like s3://bucket/prefix (credentials from the usual chains); "
             "default: the scenario's (seaweedfs for speed), else embedded"

@@ -183,10 +183,13 @@ class S3Admin:
         *,
         region: str = REGION,
         credentials: tuple[str, str] | None = None,
+        verify: str | None = None,
     ) -> None:
         self.endpoint_url = endpoint_url
         self.region = region
         self._credentials = credentials
+        #: A CA bundle to verify an HTTPS endpoint with (None: the system's).
+        self._verify = verify
         self._stack = contextlib.AsyncExitStack()
         self._client: S3Client | None = None
 
@@ -202,6 +205,7 @@ class S3Admin:
                 endpoint_url=self.endpoint_url,
                 aws_access_key_id=key,
                 aws_secret_access_key=secret,
+                verify=self._verify,
             )
         )
         return self

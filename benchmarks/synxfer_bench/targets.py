@@ -12,6 +12,10 @@ client of its own:
   on free ports, telemetry off, WebDAV and the admin UI off, S3 auth on
   with throwaway credentials, its data, logs and sockets under the run's
   work directory; stopped (process group) after the run, even on Ctrl-C.
+* ``seaweedfs-tls`` -- the same server serving S3 over HTTPS only, with a
+  certificate from a throwaway CA made for the run (in its work directory,
+  removed with the data); every tool is pointed at that CA and verifies it
+  (:attr:`Target.ca_file`), as it would a real endpoint's.
 * a URL (``s3://bucket/prefix``, ``scp://...``, ``gs://...``) -- every run
   writes below ``<prefix>/synxfer-bench-<id>/`` and removes what it wrote.
 
@@ -47,9 +51,11 @@ __all__ = [
     "BUCKET",
     "EmbeddedTarget",
     "SeaweedTarget",
+    "SeaweedTlsTarget",
     "Target",
     "UrlTarget",
     "find_weed",
+    "make_ca",
     "make_target",
 ]
 
@@ -86,6 +92,9 @@ class Target(abc.ABC):
         self.bucket = BUCKET
         self.base_prefix = ""
         self.server_pid: int | None = None
+        #: The CA certificate (PEM) tools must trust to verify the endpoint,
+        #: for a server with a certificate of its own (None: the system's).
+        self.ca_file: Path | None = None
         #: Values that must never appear in any output (secrets).
         self.secrets: list[str] = []
 
@@ -175,7 +184,11 @@ class _S3ServerTarget(Target):
 
     async def _open_admin(self) -> S3Admin:
         assert self.endpoint_url is not None
-        admin = S3Admin(self.endpoint_url, credentials=(self.access_key, self.secret_key))
+        admin = S3Admin(
+            self.endpoint_url,
+            credentials=(self.access_key, self.secret_key),
+            verify=str(self.ca_file) if self.ca_file else None,
+        )
         await admin.__aenter__()
         return admin
 
@@ -320,6 +333,8 @@ class SeaweedTarget(_S3ServerTarget):
 
     name = "seaweedfs"
     access_key = "synxferbench"
+    #: The scheme of the S3 endpoint.
+    protocol = "http"
     #: One live copy of a row, plus the previous run's garbage while a vacuum catches up.
     disk_factor = 2.0
 
@@ -368,7 +383,15 @@ class SeaweedTarget(_S3ServerTarget):
             f"-admin.port.grpc={a_g}",
             f"-filer.localSocket={sock / 'filer.sock'}",
             f"-s3.localSocket={sock / 's3.sock'}",
+            *self._tls_flags(),
         ]
+
+    def _tls_flags(self) -> list[str]:
+        """Extra ``weed`` flags that put TLS on the S3 port (none: plain HTTP)."""
+        return []
+
+    def _prepare(self) -> None:
+        """Make what the server needs in :attr:`root` before it starts (nothing here)."""
 
     def start(self) -> None:
         if self.weed is None:
@@ -381,6 +404,7 @@ class SeaweedTarget(_S3ServerTarget):
             shutil.rmtree(self.root)
         for sub in ("data", "logs", "tmp"):
             (self.root / sub).mkdir(parents=True)
+        self._prepare()
         config = self.root / "s3.json"
         fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -421,7 +445,7 @@ class SeaweedTarget(_S3ServerTarget):
                 start_new_session=True,
             )
         self.server_pid = self._proc.pid
-        self.endpoint_url = f"http://{HOST}:{ports[3]}"
+        self.endpoint_url = f"{self.protocol}://{HOST}:{ports[3]}"
         self._ready()
 
     def reclaim(self, wait: float = 10.0) -> None:
@@ -490,6 +514,8 @@ class SeaweedTarget(_S3ServerTarget):
                     # The data (volumes, filer store) and sockets go; the logs stay (KiBs).
                     shutil.rmtree(self.root / "data", ignore_errors=True)
                     shutil.rmtree(self.root / "tmp", ignore_errors=True)
+                # A CA's private key outlives no run, kept data or not.
+                shutil.rmtree(self.root / "tls", ignore_errors=True)
 
     def describe(self) -> dict[str, object]:
         return {
@@ -499,6 +525,161 @@ class SeaweedTarget(_S3ServerTarget):
             "binary": str(self.weed) if self.weed else None,
             "logs": str(self.root / "logs"),
         }
+
+
+class SeaweedTlsTarget(SeaweedTarget):
+    """:class:`SeaweedTarget` serving S3 over HTTPS only, with a CA made for the run.
+
+    Every real S3 endpoint is HTTPS, and TLS costs client and server CPU
+    that plain HTTP on loopback hides (issue 37). With a certificate and no
+    ``-s3.port.https``, ``weed`` serves TLS on the S3 port itself, so no
+    plain-HTTP S3 port is open. The CA and the leaf (RSA 2048, as AWS's own
+    S3 certificates) are made in ``<root>/tls`` at start and removed at stop;
+    tools trust that CA only through :attr:`Target.ca_file` (each through
+    its own variable, see :mod:`.tools`), so a tool that skipped
+    verification, or one pointed at another CA, would show up as a failure.
+    """
+
+    name = "seaweedfs-tls"
+    protocol = "https"
+
+    def __init__(
+        self, work_dir: Path, *, peers_venv: Path | None = None, keep_data: bool = False
+    ) -> None:
+        super().__init__(work_dir, peers_venv=peers_venv, keep_data=keep_data)
+        self._cert_and_key: tuple[Path, Path] | None = None
+
+    def _prepare(self) -> None:
+        self.ca_file, cert, key = make_ca(self.root / "tls")
+        self._cert_and_key = cert, key
+
+    def _tls_flags(self) -> list[str]:
+        assert self._cert_and_key is not None
+        cert, key = self._cert_and_key
+        return [f"-s3.cert.file={cert}", f"-s3.key.file={key}"]
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self.ca_file = None
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "server": "SeaweedFS weed mini, S3 over HTTPS (TLS; a CA made for the run, "
+            "verified by every tool)",
+            "tls": True,
+        }
+
+
+def make_ca(
+    directory: Path, *, hosts: tuple[str, ...] = (HOST, "localhost")
+) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for ``hosts``, as PEM files in ``directory``.
+
+    Returns ``(ca certificate, server certificate chain, server key)``; the
+    CA's key is never written. The extensions are those a strict verifier
+    (Python 3.13's ``VERIFY_X509_STRICT``, Go's crypto/x509) requires:
+    a critical CA basic constraint and key usage, key identifiers, and the
+    server-auth usage on the leaf.
+    """
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    valid = (now - dt.timedelta(hours=1), now + dt.timedelta(days=7))
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, f"synxfer-bench CA {uuid.uuid4().hex[:8]}")]
+    )
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    ca_file, cert_file, key_file = (
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "server-key.pem",
+    )
+    ca_file.write_bytes(ca.public_bytes(pem))
+    cert_file.write_bytes(leaf.public_bytes(pem))
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(
+            key.private_bytes(
+                pem, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+            )
+        )
+    return ca_file, cert_file, key_file
 
 
 def _weed_version(weed: Path) -> str:
@@ -612,7 +793,7 @@ def make_target(
     peers_venv: Path | None = None,
     keep_data: bool = False,
 ) -> Target:
-    """``embedded``, ``seaweedfs`` or a URL (see the module docstring).
+    """``embedded``, ``seaweedfs``, ``seaweedfs-tls``, ``synapse`` or a URL (see the module docs).
 
     ``keep_data`` leaves a local server's data directory in place after the run.
     """
@@ -620,6 +801,8 @@ def make_target(
         return EmbeddedTarget()
     if spec == "seaweedfs":
         return SeaweedTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
+    if spec == "seaweedfs-tls":
+        return SeaweedTlsTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
     if spec == "synapse":
         from .synapse_path import SynapsePathTarget
 
@@ -627,6 +810,7 @@ def make_target(
     if "://" in spec:
         return UrlTarget(spec, endpoint_url=endpoint_url)
     raise BenchError(
-        f"unknown target {spec!r}: use embedded, seaweedfs, synapse (SeaweedFS behind the "
-        "local Synapse-style service) or a URL like s3://bucket/p"
+        f"unknown target {spec!r}: use embedded, seaweedfs, seaweedfs-tls (the same over "
+        "HTTPS), synapse (SeaweedFS behind the local Synapse-style service) or a URL like "
+        "s3://bucket/p"
     )

@@ -110,6 +110,8 @@ class Tool(abc.ABC):
 
     #: Short name used in tables and JSON.
     name: ClassVar[str] = ""
+    #: The variable through which the tool trusts a CA (botocore's; Go reads SSL_CERT_FILE).
+    ca_variable: ClassVar[str] = "AWS_CA_BUNDLE"
 
     def __init__(self, label: str | None = None) -> None:
         self.label = label or self.name
@@ -137,6 +139,13 @@ class Tool(abc.ABC):
 
     @abc.abstractmethod
     def _query_version(self) -> str: ...
+
+    def env(self, target: Target) -> dict[str, str]:
+        """The target's environment, with its CA (if it has one) where this tool reads it."""
+        env = target.tool_env()
+        if target.ca_file is not None:
+            env[self.ca_variable] = str(target.ca_file)
+        return env
 
     def version(self) -> str:
         """The tool's version string, for the report (cached)."""
@@ -273,7 +282,7 @@ class SynxferTool(Tool):
             )
         argv = [sys.executable, "-m", "synxfer.cli.main", *args, "-q", *options]
         argv += ["--region", target.region]
-        env = target.tool_env()
+        env = self.env(target)
         # synxfer's resume journal goes to the run's scratch directory, not ~/.cache.
         env["XDG_CACHE_HOME"] = str(scratch / "cache")
         if self.aws_settings:
@@ -409,7 +418,7 @@ class AwsCliTool(_PeerTool):
         return _run_version([self._bin(), "--version"], lambda t: t.split()[0])
 
     def command(self, op: Op, target: Target, scratch: Path) -> Command:
-        env = target.tool_env()
+        env = self.env(target)
         if target.local:
             settings = dict(self.settings)
             if op.concurrency is not None:
@@ -433,6 +442,7 @@ class S5cmdTool(_PeerTool):
     """``s5cmd cp`` / ``s5cmd sync`` (its Go binary, not the Python shim)."""
 
     name = "s5cmd"
+    ca_variable = "SSL_CERT_FILE"
 
     def knob(self) -> str:
         return "--numworkers N --concurrency N"
@@ -454,7 +464,7 @@ class S5cmdTool(_PeerTool):
             argv += ["cp", *conc, f"{url}*", f"{op.local}/"]
         else:
             argv += ["sync", *conc, f"{op.local}/", url]
-        env = target.tool_env()
+        env = self.env(target)
         env.setdefault("AWS_REGION", target.region)
         return Command(argv, env)
 
@@ -464,6 +474,7 @@ class RcloneTool(_PeerTool):
 
     name = "rclone"
     remote = "sxbench"
+    ca_variable = "SSL_CERT_FILE"
 
     def knob(self) -> str:
         return "--transfers N --s3-upload-concurrency N --multi-thread-streams N"
@@ -472,7 +483,7 @@ class RcloneTool(_PeerTool):
         return _run_version([self._bin(), "version"], lambda t: t.splitlines()[0].split()[-1])
 
     def command(self, op: Op, target: Target, scratch: Path) -> Command:
-        env = target.tool_env()
+        env = self.env(target)
         conf = scratch / "rclone.conf"
         conf.touch()
         prefix = f"RCLONE_CONFIG_{self.remote.upper()}_"
@@ -525,7 +536,7 @@ class Boto3Tool(_PeerTool):
             argv += ["--endpoint-url", target.endpoint_url]
         if op.concurrency is not None:
             argv += ["--concurrency", str(op.concurrency)]
-        return Command(argv, target.tool_env())
+        return Command(argv, self.env(target))
 
 
 _PEER_CLASSES: dict[str, type[_PeerTool]] = {
