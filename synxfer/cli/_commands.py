@@ -11,15 +11,21 @@ from typing import TYPE_CHECKING
 
 from .._models import ObjectInfo, TransferResult
 from .._url import service_scheme
+from . import _streams
 from ._versions import with_version
 
 if TYPE_CHECKING:
     from ..client import Client
 
-__all__ = ["cp", "ls", "mb", "mv", "presign", "rb", "rm", "sync"]
+__all__ = ["cat", "cp", "ls", "mb", "mv", "presign", "rb", "rm", "sync"]
+
+cat = _streams.cat
 
 
-async def cp(client: Client, args: argparse.Namespace) -> TransferResult:
+async def cp(client: Client, args: argparse.Namespace) -> TransferResult | None:
+    if _streams.is_stream(args):  # '-': standard input or output
+        await _streams.cp(client, args)
+        return None
     return await client.copy(
         args.src,
         args.dst,

@@ -22,6 +22,7 @@ from ._args import (
     rate_arg,
     size_arg,
 )
+from ._sse_c import add_sse_c_arguments, tagging_arg
 
 __all__ = ["COMMANDS", "build_parser", "parse_command_line"]
 
@@ -220,7 +221,7 @@ def _metadata_arg(text: str) -> dict[str, str]:
 
 
 def _add_object_options(parser: argparse.ArgumentParser) -> None:
-    from .._models import CANNED_ACLS, SSE_ALGORITHMS
+    from .._models import CANNED_ACLS, CHECKSUM_ALGORITHMS, SSE_ALGORITHMS
 
     group = parser.add_argument_group(
         "object options (of what is written; an option the destination cannot honour "
@@ -270,6 +271,24 @@ def _add_object_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--content-disposition", metavar="VALUE", help="the Content-Disposition header"
+    )
+    group.add_argument(
+        "--tagging",
+        dest="tags",
+        type=tagging_arg,
+        metavar="K=V&K2=V2",
+        help="the objects' tags (s3), URL-encoded as S3's x-amz-tagging header; a "
+        "server-side copy keeps the source's unless this is given",
+    )
+    add_sse_c_arguments(group)
+    group.add_argument(
+        "--checksum-algorithm",
+        type=str.upper,
+        choices=CHECKSUM_ALGORITHMS,
+        metavar="ALGORITHM",
+        help=f"the checksum objects carry for any tool to verify (s3): "
+        f"{', '.join(CHECKSUM_ALGORITHMS)}; multipart CRCs are FULL_OBJECT where the store "
+        "takes it (docs/checksums.md). Default: what the store verifies best",
     )
     group.add_argument(
         "--compress",
@@ -366,6 +385,14 @@ def _cp(cp: Parser) -> None:
         action="store_true",
         help="replace an existing destination only if the source is newer (s5cmd's -u)",
     )
+    cp.add_argument(
+        "--expected-size",
+        type=size_arg,
+        metavar="SIZE",
+        default=None,
+        help="about how big the stream on standard input is (cp - URL), so that its parts "
+        "are large enough (default: parts grow as it goes)",
+    )
     _add_raw(cp)
     _add_filters(cp)
     _add_output(cp)
@@ -455,6 +482,11 @@ def _rb(rb: Parser) -> None:
     )
     _add_output(rb)
     _add_common(rb, suppress=True)
+
+
+def _cat(cat: Parser) -> None:
+    cat.add_argument("url", help="URL of an object, like s3://bucket/key")
+    _add_common(cat, suppress=True)
 
 
 def _expires_arg(text: str) -> int:
@@ -568,6 +600,17 @@ COMMANDS: dict[str, Command] = {
             run=run.rb,
             remote="a bucket URL like s3://bucket",
             reports=True,
+        ),
+        Command(
+            name="cat",
+            help="write an object to standard output",
+            description="Write an object's bytes to standard output, in order (as cp URL - "
+            "does): ranges fetched in parallel within the memory budget, checked against the "
+            "checksum the store vouches for as they pass (a mismatch exits 1 after the last "
+            "byte). Standard output closed early (| head) ends it quietly.",
+            arguments=_cat,
+            run=run.cat,
+            remote="an object URL like s3://bucket/key",
         ),
         Command(
             name="presign",

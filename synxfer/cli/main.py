@@ -115,7 +115,9 @@ def _check_locations(args: argparse.Namespace) -> None:
             "(use file:///path for a local directory served as a bucket)"
         )
     wildcard = command.wildcards and not args.raw and any(c in args.src for c in "*?[")
-    if src.is_local and src.path is not None and not os.path.lexists(src.path) and not wildcard:
+    stdin = args.src == "-"  # cp - URL: standard input (cli/_streams.py)
+    missing = src.is_local and src.path is not None and not os.path.lexists(src.path)
+    if missing and not wildcard and not stdin:
         raise ConfigError(f"the local path {args.src!r} does not exist")
     _check_endpoint_url(args, src.scheme, dst.scheme)
     if command.scale_out:

@@ -43,6 +43,7 @@ success. Closing the stream early cancels the ranges in flight.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import logging
@@ -57,13 +58,14 @@ from typing import Any, Protocol
 from .._exceptions import ConfigError, IntegrityError
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend, Capabilities, Checksum, ChecksumAlgorithm
-from .checksums import new_hash
+from . import checksums as ck
+from .checksums import CRC_KINDS, Hasher, new_hash
 from .core import Engine
 from .meta import PART_SIZE_KEY, guess_content_type, upload_options
-from .parts import Part, checksum_of, plan_part_size
+from .parts import Part, checksum_of, plan_part_size, split
 from .scheduler import Lease
 from .upload import abort_upload, upload_path
-from .verify import Plan, Sums, gather_claims, plan, primary, unit_value, unverified_reason
+from .verify import Claim, Expectation, Layout, gather_claims, unverified_reason
 
 __all__ = [
     "BytesReader",
@@ -367,6 +369,76 @@ async def _upload_spooled(
 # -- reading -------------------------------------------------------------------------
 
 
+#: At most this many checksums are computed over a streamed object.
+MAX_STREAM_CHECKS = 2
+
+
+class _Running:
+    """One claim (a checksum the store vouches for, over a part layout)
+    computed over the object's bytes as they pass, in order. Blocking
+    (:meth:`feed`, :meth:`value`): worker threads, one call at a time."""
+
+    def __init__(self, exp: Expectation, layout: Layout | None, size: int) -> None:
+        self.exp = exp
+        self.kind = exp.kind
+        self.bounds = layout.bounds(size) if exp.composite and layout else [(0, size)]
+        self.part = 0
+        self.pos = 0
+        self.values: list[bytes] = []
+        self._crc = 0
+        self._hash: Hasher | None = None if self.kind in CRC_KINDS else new_hash(self.kind)
+
+    def _close_part(self) -> None:
+        if self._hash is not None:
+            self.values.append(self._hash.digest())
+            self._hash = new_hash(self.kind)
+        else:
+            self.values.append(ck.to_bytes(self.kind, self._crc))
+            self._crc = 0
+        self.part += 1
+
+    def feed(self, data: memoryview) -> None:
+        while len(data) and self.part < len(self.bounds):
+            offset, length = self.bounds[self.part]
+            take = min(len(data), offset + length - self.pos)
+            chunk, data = data[:take], data[take:]
+            if self._hash is not None:
+                self._hash.update(chunk)
+            else:
+                self._crc = ck.crc_value(self.kind, chunk, self._crc)
+            self.pos += take
+            if self.pos == offset + length:
+                self._close_part()
+
+    def value(self) -> bytes:
+        """The object's checksum from what was fed (all of it, by then)."""
+        while self.part < len(self.bounds):  # an empty object's one part
+            self._close_part()
+        if not self.exp.composite:
+            return self.values[0]
+        return ck.composite(self.kind, self.values)
+
+
+def _checks(claims: list[Claim]) -> tuple[list[tuple[Expectation, Layout | None]], bool]:
+    """What to compute over a stream: the claims whose layout is known, best
+    first (one per kind), else the likeliest layouts of the best inferred
+    claim; at most :data:`MAX_STREAM_CHECKS`. True when they are inferred."""
+    known: list[tuple[Expectation, Layout | None]] = []
+    for claim in claims:
+        if claim.inferred or any(e.kind == claim.exp.kind for e, _ in known):
+            continue
+        known.append((claim.exp, claim.layouts[0] if claim.layouts else None))
+    if known:
+        return known[:MAX_STREAM_CHECKS], False
+    for claim in claims:
+        return [(claim.exp, layout) for layout in claim.layouts[:MAX_STREAM_CHECKS]], True
+    return [], False
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
 class ObjectStream:
     """One object's bytes in order, fetched ahead in ranges within the budget.
 
@@ -376,6 +448,14 @@ class ObjectStream:
     object's; ``verified`` (after the last) says whether a checksum the
     store vouches for (or a backend that checks its reads) matched the
     bytes: False when nothing could check them (logged as a warning).
+
+    The bytes cannot be fetched again once handed out, so every claim that
+    can be checked is computed as they pass (at most two: the best one and
+    one of another kind), not only the best: when two disagree (stock moto
+    reports a wrong CRC for multipart objects), the one the bytes match is
+    trusted and the other named in a warning, as downloads do
+    (:class:`.verify.Vouching`). Bytes that match no claim whose layout is
+    known raise :class:`~synxfer.IntegrityError` after the last range.
     """
 
     def __init__(
@@ -388,29 +468,29 @@ class ObjectStream:
         #: The object's info: given (a HEAD the caller made), else :meth:`start`'s.
         self.info: ObjectInfo | None = info
         self.verified: bool | None = None
-        self._plan: Plan | None = None
+        self._ranges: list[Part] | None = None
+        self._checks: list[tuple[Expectation, Layout | None]] = []
+        self._inferred = False
 
     def __repr__(self) -> str:
         return f"<ObjectStream {self.url}>"
 
     async def start(self) -> ObjectInfo:
-        """HEAD the object (unless its info was given) and plan its ranges
-        (once); its info."""
-        if self._plan is not None and self.info is not None:
+        """HEAD the object (unless its info was given), learn what checks it
+        and plan its ranges (once); its info."""
+        if self._ranges is not None and self.info is not None:
             return self.info
         backend = self.backend
         caps = backend.capabilities
         info = self.info if self.info is not None else await backend.stat(self.key)
         claims = await gather_claims(backend, self.key, info, info.etag)
-        exp, layout = primary(claims)
-        if exp is not None and exp.composite and layout is None:
-            exp = None  # pragma: no cover - primary() gives a layout with a composite claim
+        self._checks, self._inferred = _checks(claims)
         size = info.size
         if caps.ranged_reads:
             part_size = plan_part_size(size, self.engine.config.part_size, caps)
         else:
             part_size = max(size, 1)
-        self._plan = plan(size, part_size, exp, layout)
+        self._ranges = split(size, part_size)
         self.info = info
         return info
 
@@ -430,14 +510,13 @@ class ObjectStream:
         """The object's ranges in order, as views of pooled buffers: each is
         valid until the next is asked for (then its buffer is reused)."""
         info = await self.start()
-        p = self._plan
-        assert p is not None
+        ranges = self._ranges
+        assert ranges is not None
         engine = self.engine
         scheduler = engine.scheduler
         backend = self.backend
         key = self.key
-        kind = p.kind
-        sums = Sums(p)
+        running = [_Running(exp, layout, info.size) for exp, layout in self._checks]
         loop = asyncio.get_running_loop()
         ready: dict[int, asyncio.Future[memoryview]] = {}
         consumed: dict[int, asyncio.Event] = {}
@@ -455,55 +534,35 @@ class ObjectStream:
                 ev = events[index] = asyncio.Event()
             return ev
 
-        def chained_value(part: Part, data: memoryview) -> bytes | None:
-            unit = p.unit_of[part.index]
-            if p.units[unit][0] == part.index:
-                assert kind is not None
-                sums.hashers[unit] = new_hash(kind)
-            hasher = sums.hashers[unit]
-            hasher.update(data)
-            return hasher.digest() if p.last_of_unit(part.index) else None
+        def feed(data: memoryview) -> None:
+            for r in running:
+                r.feed(data)
 
-        async def fetch(part: Part, lease: Lease) -> int | bytes | None:
+        async def fetch(part: Part, lease: Lease) -> None:
             view = lease.view()
             await backend.read_into(key, part.offset, view, if_match=info.etag)
-            if p.chained:
-                # A hash over several ranges: in order, each after the one before.
+            if running:
+                # The checksums run over the bytes in order: after the range before.
                 if part.index > 0:
                     await event(hashed, part.index - 1).wait()
-                value: int | bytes | None = await scheduler.io_holding(chained_value, part, view)
-                event(hashed, part.index).set()
-            elif kind is not None:
-                value = await scheduler.io_holding(unit_value, kind, view)
-            else:
-                value = None
+                await scheduler.io_holding(feed, view)
+            event(hashed, part.index).set()
             slot(part.index).set_result(view)
             await event(consumed, part.index).wait()  # the lease is held until then
-            return value
 
-        async def fetched(part: Part, value: int | bytes | None) -> None:
-            if p.last_of_unit(part.index):
-                sums.record(p.unit_of[part.index], value)
+        async def fetched(part: Part, _: None) -> None:
             engine.progress(part.length, "down")
 
         async def produce() -> None:
             try:
-                await scheduler.map_parts(p.ranges, fetch, fetched, even_buffers=True)
+                await scheduler.map_parts(ranges, fetch, fetched, even_buffers=True)
             except BaseExceptionGroup as group:
                 _raise_single(group)
                 raise
-            if p.exp is not None:
-                try:
-                    await scheduler.io(sums.check, self.url)
-                except IntegrityError as exc:
-                    raise IntegrityError(
-                        f"{exc}; the {info.size} bytes streamed are not the object's: "
-                        "discard them and read it again"
-                    ) from None
 
         producer = asyncio.ensure_future(produce())
         try:
-            for index in range(len(p.ranges)):
+            for index in range(len(ranges)):
                 fut = slot(index)
                 if not fut.done():
                     waiters: list[asyncio.Future[Any]] = [fut, producer]
@@ -520,13 +579,42 @@ class ObjectStream:
                 await asyncio.wait([producer])
             if not producer.cancelled():
                 producer.exception()  # retrieved (raised above when it counts)
-        if p.exp is not None or backend.capabilities.verified_reads:
+        got = [await scheduler.io(r.value) for r in running]
+        self._verdict(info, got)
+
+    def _verdict(self, info: ObjectInfo, got: list[bytes]) -> None:
+        """Set :attr:`verified` from the claims' values over the bytes streamed
+        (``got``, in :attr:`_checks`' order); IntegrityError when they match
+        no claim whose layout is known."""
+        checks = self._checks
+        matched = [exp for (exp, _), value in zip(checks, got, strict=True) if value == exp.value]
+        if matched:
             self.verified = True
-        else:
-            self.verified = False
-            log.warning(
-                "%s was streamed without verification: %s", self.url, unverified_reason(info)
+            wrong = [exp for exp, _ in checks if exp not in matched and not self._inferred]
+            for exp in wrong:
+                log.warning(
+                    "%s: the object's %s does not match its bytes; its %s does: the store's "
+                    "%s is wrong",
+                    self.url,
+                    exp.what,
+                    matched[0].what,
+                    exp.what,
+                )
+            return
+        if checks and not self._inferred:
+            compared = "; ".join(
+                f"{exp.what} {_b64(value)} != {_b64(exp.value)}"
+                for (exp, _), value in zip(checks, got, strict=True)
             )
+            raise IntegrityError(
+                f"{self.url}: the bytes streamed match none of the object's checksums "
+                f"({compared}); the {info.size} bytes streamed are not the object's: "
+                "discard them and read it again"
+            )
+        self.verified = bool(self.backend.capabilities.verified_reads)
+        if not self.verified:
+            why = "its part layout is unknown" if checks else unverified_reason(info)
+            log.warning("%s was streamed without verification: %s", self.url, why)
 
 
 async def write_to(stream: ObjectStream, out: Writable) -> int:

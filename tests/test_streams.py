@@ -1,0 +1,364 @@
+"""Streams (issue 38 item 2): ``put_bytes`` / ``put_stream`` / ``get_bytes`` /
+``open`` / ``get_stream``, and the CLI's ``cp - URL``, ``cp URL -`` and
+``cat``, on real servers on 127.0.0.1 (strict moto, stock moto, the GCS
+emulator, file://).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+import pytest
+
+import synxfer
+from synxfer import MiB
+from synxfer.backend import Backend, Capabilities
+from synxfer.engine.stream import first_part_size, stream_part_size
+from synxfer.layers import Layer
+
+from .conftest import PART
+
+
+def _data(n: int, seed: int = 1) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def _s3(endpoint: str) -> Any:
+    return boto3.client("s3", endpoint_url=endpoint)
+
+
+def _uploads(endpoint: str, bucket: str) -> list[Any]:
+    return list(_s3(endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", []))
+
+
+def _keys(endpoint: str, bucket: str) -> list[str]:
+    page = _s3(endpoint).list_objects_v2(Bucket=bucket)
+    return [o["Key"] for o in page.get("Contents", [])]
+
+
+def _get(endpoint: str, bucket: str, key: str) -> bytes:
+    body: bytes = _s3(endpoint).get_object(Bucket=bucket, Key=key)["Body"].read()
+    return body
+
+
+class _Chunky(io.RawIOBase):
+    """A blocking source that gives at most ``step`` bytes per read (a pipe)."""
+
+    def __init__(self, data: bytes, step: int = 100_000) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+        self.step = step
+        self.reads = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self.reads += 1
+        n = min(len(buffer), self.step, len(self.data) - self.pos)
+        buffer[:n] = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return n
+
+
+# -- the part-size schedule ----------------------------------------------------------
+
+
+def test_part_size_schedule_grows_before_the_part_limit() -> None:
+    caps = Capabilities()  # S3's: 5 MiB .. 5 GiB, 10,000 parts
+    first = first_part_size(None, 8 * MiB, caps)
+    assert first == 8 * MiB
+    sizes = [stream_part_size(n, first, caps) for n in range(1, caps.max_parts + 1)]
+    assert sizes[:5000] == [8 * MiB] * 5000
+    assert sizes[5000] == 16 * MiB
+    assert max(sizes) == caps.max_part_size
+    assert sizes == sorted(sizes)
+    # 10,000 parts hold more than S3's largest object (5 TiB).
+    assert sum(sizes) > 5 * 1024**4
+    # --expected-size: the stream fits in parts of the first size.
+    big = first_part_size(200 * 1024**3, 8 * MiB, caps)
+    assert big > 8 * MiB
+    assert big * 5000 >= 200 * 1024**3
+    # A block store's multiple is kept.
+    blocks = Capabilities(min_part_size=4 * MiB, part_size_multiple=4 * MiB)
+    f = first_part_size(None, 5 * MiB, blocks)
+    assert f % (4 * MiB) == 0
+    assert all(stream_part_size(n, f, blocks) % (4 * MiB) == 0 for n in (1, 5001, 9999))
+
+
+# -- Python API on strict moto ---------------------------------------------------------
+
+
+@pytest.fixture
+async def small_client(s3_endpoint: str) -> AsyncIterator[synxfer.Client]:
+    cfg = synxfer.TransferConfig(
+        max_threads=4, part_size=PART, multipart_threshold=PART, memory_budget=4 * PART
+    )
+    async with synxfer.Client(cfg, endpoint_url=s3_endpoint) as c:
+        yield c
+
+
+@pytest.mark.parametrize("size", [0, 1, PART - 1, PART, PART + 1, 3 * PART + 12345])
+async def test_put_and_get_bytes_round_trip(
+    small_client: synxfer.Client, bucket: str, s3_endpoint: str, size: int
+) -> None:
+    data = _data(size, size)
+    url = f"s3://{bucket}/k.bin"
+    assert await small_client.put_bytes(url, data) == size
+    assert _get(s3_endpoint, bucket, "k.bin") == data
+    assert await small_client.get_bytes(url) == data
+    chunks = [c async for c in small_client.open(url)]
+    assert b"".join(chunks) == data
+    assert all(len(c) <= PART for c in chunks)
+    assert _uploads(s3_endpoint, bucket) == []
+
+
+async def test_put_stream_of_unknown_size_goes_multipart_as_it_comes(
+    small_client: synxfer.Client, bucket: str, s3_endpoint: str
+) -> None:
+    data = _data(3 * PART + 7)
+    src = _Chunky(data)
+    url = f"s3://{bucket}/piped"
+    assert await small_client.put_stream(url, src) == len(data)
+    assert _get(s3_endpoint, bucket, "piped") == data
+    head = _s3(s3_endpoint).head_object(Bucket=bucket, Key="piped")
+    assert head["ETag"].strip('"').endswith("-4")  # 4 parts, sent as they came
+    assert "synxfer-part-size" not in head["Metadata"]  # a stream's layout is not recorded
+    reader = small_client.open(url)
+    async with reader:
+        got = b"".join([c async for c in reader])
+    assert got == data
+    assert reader.verified is True
+
+
+async def test_open_cancels_ranges_when_left_early(
+    small_client: synxfer.Client, bucket: str, s3_endpoint: str
+) -> None:
+    data = _data(6 * PART)
+    url = f"s3://{bucket}/big"
+    await small_client.put_bytes(url, data)
+    async with small_client.open(url) as reader:
+        async for chunk in reader:
+            assert chunk == data[: len(chunk)]
+            break
+    # Nothing is left holding the budget: the whole object streams again.
+    sched = small_client._engine.scheduler
+    assert sched.budget.in_use == 0
+    assert await small_client.get_bytes(url) == data
+
+
+async def test_prefix_and_missing_object_are_clear_errors(
+    small_client: synxfer.Client, bucket: str
+) -> None:
+    with pytest.raises(synxfer.ConfigError, match="names a prefix"):
+        await small_client.put_bytes(f"s3://{bucket}/dir/", b"x")
+    with pytest.raises(synxfer.NotFound, match="no such object"):
+        await small_client.get_bytes(f"s3://{bucket}/nope")
+    with pytest.raises(synxfer.ConfigError, match="expected-size"):
+        await small_client.put_stream(f"s3://{bucket}/k", io.BytesIO(b""), expected_size=-1)
+
+
+# -- failures: nothing half-written, corruption caught -----------------------------
+
+
+class _FailPart(Layer):
+    """Refuses part ``number`` of every multipart upload (a 403: not retried)."""
+
+    def __init__(self, inner: Backend, number: int = 3) -> None:
+        super().__init__(inner)
+        self.number = number
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        if op == "upload_part" and args[1] == self.number:
+            raise synxfer.BackendError("injected: part refused", status=403)
+        return await fn(*args)
+
+
+class _Flip(Layer):
+    """Flips one byte of the first ``times`` ranged reads that start at ``offset``."""
+
+    def __init__(self, inner: Backend, offset: int, times: int) -> None:
+        super().__init__(inner)
+        self.offset = offset
+        self.left = times
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        result = await fn(*args)
+        if op == "read_into" and args[1] == self.offset and self.left > 0 and len(args[2]):
+            self.left -= 1
+            args[2][len(args[2]) // 2] ^= 0xFF
+        return result
+
+
+class _Broken(_Chunky):
+    """A source whose read fails after ``after`` bytes (a dying producer)."""
+
+    def __init__(self, data: bytes, after: int) -> None:
+        super().__init__(data)
+        self.after = after
+
+    def readinto(self, buffer: Any) -> int:
+        if self.pos >= self.after:
+            raise OSError(5, "injected: the producer died")
+        return super().readinto(buffer)
+
+
+@pytest.fixture
+def moto_bucket(stock_moto: Any) -> str:
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    _s3(stock_moto.endpoint_url).create_bucket(Bucket=name)
+    return name
+
+
+async def test_failed_stream_aborts_its_upload_on_stock_moto(
+    stock_moto: Any, moto_bucket: str
+) -> None:
+    """A part refused, or a source that dies mid-stream: the multipart upload
+    is aborted, no object appears (fails without the abort: one upload left)."""
+    endpoint = stock_moto.endpoint_url
+    data = _data(5 * PART)
+    cfg = synxfer.TransferConfig(max_threads=4, part_size=PART, memory_budget=3 * PART)
+    async with synxfer.Client(cfg, endpoint_url=endpoint, layers=[_FailPart]) as c:
+        with pytest.raises(synxfer.BackendError, match="part refused"):
+            await c.put_stream(f"s3://{moto_bucket}/refused", _Chunky(data))
+    async with synxfer.Client(cfg, endpoint_url=endpoint) as c:
+        with pytest.raises(OSError, match="producer died"):
+            await c.put_stream(f"s3://{moto_bucket}/died", _Broken(data, 2 * PART + 10))
+    assert _uploads(endpoint, moto_bucket) == []
+    assert _keys(endpoint, moto_bucket) == []
+
+
+async def test_streamed_read_is_verified_on_stock_moto(stock_moto: Any, moto_bucket: str) -> None:
+    """A byte flipped in transit: open() raises IntegrityError after the last
+    chunk (fails without the check: the bad bytes pass); get_bytes fetches
+    again and returns the object's bytes."""
+    endpoint = stock_moto.endpoint_url
+    data = _data(3 * PART + 99)
+    _s3(endpoint).put_object(Bucket=moto_bucket, Key="k", Body=data)  # ETag: the MD5
+    url = f"s3://{moto_bucket}/k"
+    cfg = synxfer.TransferConfig(max_threads=4, part_size=PART, memory_budget=4 * PART)
+
+    def flip_once(b: Backend) -> Backend:
+        return _Flip(b, PART, 1)
+
+    async with synxfer.Client(cfg, endpoint_url=endpoint, layers=[flip_once]) as c:
+        got = bytearray()
+
+        async def read_all() -> None:
+            async for chunk in c.open(url):
+                got.extend(chunk)
+
+        with pytest.raises(synxfer.IntegrityError, match="streamed are not the object's"):
+            await read_all()
+        assert len(got) == len(data)
+        assert got != data
+    async with synxfer.Client(cfg, endpoint_url=endpoint, layers=[flip_once]) as c:
+        assert await c.get_bytes(url) == data
+        out = io.BytesIO()
+        assert await c.get_stream(url, out) == len(data)  # the flip was spent above
+        assert out.getvalue() == data
+
+
+# -- the command line: standard input and output ------------------------------------
+
+
+def _env(endpoint: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["AWS_ENDPOINT_URL"] = endpoint
+    return env
+
+
+def _cli(env: dict[str, str], *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "synxfer.cli.main", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cli_stdin_to_object_and_back_to_stdout(stock_moto: Any, moto_bucket: str) -> None:
+    endpoint = stock_moto.endpoint_url
+    env = _env(endpoint)
+    data = _data(PART + 333, 7)
+    url = f"s3://{moto_bucket}/from-stdin.bin"
+    up = _cli(env, "cp", "-", url, "--part-size", "5MiB", stdin=data)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout == b""
+    assert _get(endpoint, moto_bucket, "from-stdin.bin") == data
+    head = _s3(endpoint).head_object(Bucket=moto_bucket, Key="from-stdin.bin")
+    assert head["ETag"].strip('"').endswith("-2")  # multipart, as it came
+    down = _cli(env, "cp", url, "-", "--part-size", "5MiB")
+    assert down.returncode == 0, down.stderr
+    assert down.stdout == data
+    cat = _cli(env, "cat", url)
+    assert cat.returncode == 0, cat.stderr
+    assert cat.stdout == data
+    # Stock moto's CRC32C of a multipart object is wrong; its ETag vouches for
+    # the bytes, and the wrong claim is named (without the second claim: exit 1).
+    assert b"CRC32C of the part CRC32Cs does not match its bytes" in cat.stderr
+    assert b"Traceback" not in cat.stderr
+    # --expected-size is taken; an empty stdin is an empty object.
+    empty = _cli(env, "cp", "-", f"s3://{moto_bucket}/empty", "--expected-size", "1GiB")
+    assert empty.returncode == 0, empty.stderr
+    assert _s3(endpoint).head_object(Bucket=moto_bucket, Key="empty")["ContentLength"] == 0
+    assert _cli(env, "cat", f"s3://{moto_bucket}/empty").stdout == b""
+    assert _uploads(endpoint, moto_bucket) == []
+
+
+def test_cli_cat_into_a_closed_pipe_exits_quietly(stock_moto: Any, moto_bucket: str) -> None:
+    """``synxfer cat URL | head -c 10``: no traceback, the SIGPIPE exit code,
+    and the ranges still in flight are cancelled (the process ends)."""
+    endpoint = stock_moto.endpoint_url
+    data = _data(6 * PART, 3)
+    _s3(endpoint).put_object(Bucket=moto_bucket, Key="big", Body=data)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synxfer.cli.main", "cat", f"s3://{moto_bucket}/big"],
+        env=_env(endpoint),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.read(10) == data[:10]
+    proc.stdout.close()  # what head -c 10 does
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err
+    assert err == b""
+
+
+def test_cli_stream_usage_errors(
+    stock_moto: Any, moto_bucket: str, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """In process (main() as the console script runs it): exit 2 and a
+    message naming the flag or URL for what a stream cannot take."""
+    from synxfer.cli.main import main
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", stock_moto.endpoint_url)
+    url = f"s3://{moto_bucket}/k"
+    for args, code, words in (
+        (("cp", "-", url, "--recursive"), 2, "--recursive does not apply"),
+        (("cp", "-", "-"), 2, "one must be a URL"),
+        (("cp", "-", "local.txt"), 2, "one must be a URL"),
+        (("cp", url, "-", "--expected-size", "1G"), 2, "--expected-size is for a stream"),
+        (("cat", f"s3://{moto_bucket}/dir/"), 2, "names a prefix"),
+        (("cat", "./local"), 2, "cat needs an object URL"),
+        (("cat", f"s3://{moto_bucket}/nope"), 1, "no such object"),
+    ):
+        assert main(list(args)) == code, args
+        err = capsys.readouterr().err
+        assert words in err, (args, err)
+        assert "Traceback" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["cp", "-", url, "--expected-size", "lots"])
+    assert exc.value.code == 2
+    assert "lots" in capsys.readouterr().err
