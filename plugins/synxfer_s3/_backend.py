@@ -94,6 +94,8 @@ from synxfer.backend import (
     option_bool,
 )
 
+from . import _chosen as chosen
+from ._chosen import ChosenUpload
 from ._classify import bucket_not_found, classify
 from ._copy import copy_object
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
@@ -231,6 +233,7 @@ class S3Backend(Backend):
         self._bucket_exists = False
         self._sums = PartSums()
         self._no_clobber: set[str] = set()  # upload ids started with if_none_match
+        self._chosen: dict[str, ChosenUpload] = {}  # uploads with a chosen checksum (_chosen)
         #: What the endpoint showed it verifies (shared per endpoint; set by :meth:`open`).
         self._trust: EndpointTrust | None = None
 
@@ -557,10 +560,11 @@ class S3Backend(Backend):
         servers verify, is all there is.
         """
         etag, echoed, sse = answer
-        crc = sums.get("crc32c") if sums else None
-        if crc is not None and self._trust is not None:
-            confirmed = echoed.get("crc32c") == crc
-            self._trust.learn(confirmed)
+        # One x-amz-checksum-* travels: CRC32C, or the one a user chose (_chosen).
+        sent = next(iter(sums.items()), None) if sums else None
+        if sent is not None and self._trust is not None:
+            confirmed = echoed.get(sent[0]) == sent[1]
+            endpoint_trust(self._trust.endpoint, sent[0]).learn(confirmed)
             if confirmed:
                 return
         stated = etag_md5(etag, sse) if self.check_etag else None
@@ -588,9 +592,16 @@ class S3Backend(Backend):
         verify it, Content-MD5; the answer must vouch for the bytes
         (:meth:`_check_stored`). Stored bytes that differ are deleted
         before the error is raised, so a retry that never succeeds leaves
-        the object missing, not wrong."""
-        md5, sums = self._checksum_args(checksum)
-        md5 = await self._with_md5(key, data, md5, sums)
+        the object missing, not wrong. A chosen checksum
+        (``options.checksum_algorithm``) travels instead of ``checksum``
+        (:mod:`._chosen`)."""
+        kind = chosen.kind_of(options)
+        if kind is None:
+            md5, sums = self._checksum_args(checksum)
+            md5 = await self._with_md5(key, data, md5, sums)
+        else:
+            chosen.check_available(kind, self)
+            md5, sums = await chosen.body(self, key, data, checksum, kind)
         info = await self.wire.put_object(
             self.bucket,
             key,
@@ -610,6 +621,8 @@ class S3Backend(Backend):
             with contextlib.suppress(BackendError):
                 await self.wire.delete_object(self.bucket, key)
             raise
+        if kind is not None:
+            chosen.note_put(self, key, kind, sums, info)
         return info
 
     async def delete(self, key: str) -> None:
@@ -690,16 +703,31 @@ class S3Backend(Backend):
     # -- multipart ---------------------------------------------------------------
 
     async def create_multipart(self, key: str, options: WriteOptions) -> MultipartUpload:
-        """Start an upload; with CRC32C parts, it declares CRC32C (see the module docstring)."""
+        """Start an upload; with CRC32C parts, it declares CRC32C (see the module
+        docstring); with a chosen checksum, that one and its type (:mod:`._chosen`)."""
+        kind = chosen.kind_of(options)
+        if kind is not None:
+            upload, mine = await chosen.create(self, key, options, kind)
+            self._chosen[upload.upload_id] = mine
+            return upload
         return await self._create(key, options, checksums=self._crc)
 
-    async def _create(self, key: str, options: WriteOptions, *, checksums: bool) -> MultipartUpload:
+    async def _create(
+        self,
+        key: str,
+        options: WriteOptions,
+        *,
+        checksums: bool,
+        algorithm: str = "crc32c",
+        checksum_type: str | None = None,
+    ) -> MultipartUpload:
         upload_id = await self.wire.create_multipart_upload(
             self.bucket,
             key,
             metadata=options.metadata,
             content_type=options.content_type,
-            checksum_algorithm="crc32c" if checksums else None,
+            checksum_algorithm=algorithm if checksums else None,
+            checksum_type=checksum_type,
             options=options,
         )
         if options.if_none_match:  # sent again on CompleteMultipartUpload
@@ -733,10 +761,14 @@ class S3Backend(Backend):
         computes the part's CRC32C too (in a worker thread): completing the
         upload needs it.
         """
-        md5, sums = self._checksum_args(checksum)
-        if self._crc and (sums is None or "crc32c" not in sums):
-            sums = {**(sums or {}), "crc32c": await asyncio.to_thread(crc32c_b64, data)}
-        md5 = await self._with_md5(upload.key, data, md5, sums)
+        mine = self._chosen.get(upload.upload_id)
+        if mine is not None:
+            md5, sums = await chosen.body(self, upload.key, data, checksum, mine.kind)
+        else:
+            md5, sums = self._checksum_args(checksum)
+            if self._crc and (sums is None or "crc32c" not in sums):
+                sums = {**(sums or {}), "crc32c": await asyncio.to_thread(crc32c_b64, data)}
+            md5 = await self._with_md5(upload.key, data, md5, sums)
         answer = await self.wire.upload_part_answer(
             self.bucket,
             upload.key,
@@ -748,6 +780,10 @@ class S3Backend(Backend):
         )
         await self._check_stored(f"UploadPart {number}", upload.key, data, md5, sums, answer)
         self._note_sse_c(upload.key, answer.encryption)
+        if mine is not None:  # not journaled: such an upload is not resumed
+            if sums is not None:
+                mine.parts[number] = (sums[mine.kind], len(data))
+            return CompletedPart(number=number, etag=answer.etag, size=len(data))
         crc = sums.get("crc32c") if sums is not None else None
         if crc is not None:
             self._sums.add(upload.upload_id, number, crc)
@@ -769,6 +805,11 @@ class S3Backend(Backend):
                 if p.checksum and not self._sums.has(upload.upload_id, p.number):
                     self._sums.add(upload.upload_id, p.number, p.checksum)
         specs = self._sums.specs(upload.upload_id, [(p.number, p.etag) for p in ordered])
+        mine = self._chosen.get(upload.upload_id)
+        extra: dict[str, str] = {}
+        expected = None
+        if mine is not None:
+            specs, extra, expected = await chosen.complete_args(mine, ordered)
         if upload.upload_id in self._no_clobber:
             await self._refuse_existing(upload.key)
         try:
@@ -778,6 +819,7 @@ class S3Backend(Backend):
                 upload.upload_id,
                 specs,
                 if_none_match=upload.upload_id in self._no_clobber,
+                checksum_headers=extra,
             )
         except NotFound as exc:
             if s3_code(exc) != "NoSuchUpload":
@@ -790,12 +832,16 @@ class S3Backend(Backend):
         etag = result.etag
         if not etag:  # Ceph RGW 16 answers <ETag></ETag>: the object knows it
             etag = (await self._head(upload.key)).etag
-        return ObjectInfo(
+        info = ObjectInfo(
             key=upload.key,
             size=sum(p.size for p in ordered),
             etag=etag,
             checksums=result_checksums(result.checksums, multipart=True),
         )
+        if mine is not None:
+            del self._chosen[upload.upload_id]
+            info = await chosen.stored_claim(self, upload.key, mine, expected, info)
+        return info
 
     async def _already_completed(
         self, upload: MultipartUpload, parts: Sequence[CompletedPart]
@@ -858,6 +904,7 @@ class S3Backend(Backend):
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         self._sums.forget(upload.upload_id)
+        self._chosen.pop(upload.upload_id, None)
         try:
             await self.wire.abort_multipart_upload(self.bucket, upload.key, upload.upload_id)
         except NotFound as exc:

@@ -106,7 +106,11 @@ async def upload_path(
         dest = backend.url(key)
         # The service wants the file's MD5 before the upload starts (prehash.py).
         pre = await prehash_file(engine, f, size, part_size) if caps.needs_content_md5 else None
-        upload, done = await _resume_upload(engine, backend, key, f, before, part_size)
+        # An upload with a chosen checksum is never resumed: the journal does
+        # not record the algorithm, nor the parts' checksums of it that its
+        # completion needs; an earlier one is aborted and the file sent again.
+        fresh = base.checksum_algorithm is not None
+        upload, done = await _resume_upload(engine, backend, key, f, before, part_size, fresh)
         if upload is None:
             # Orphans of a retried create are the retry layer's business.
             options = with_digests(upload_options(base, metadata, guessed), pre)
@@ -204,6 +208,7 @@ async def _resume_upload(
     f: LocalFile,
     ident: tuple[int, int, int, int],
     part_size: int,
+    fresh: bool = False,
 ) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
     """An upload of ``f`` to ``key`` left by an earlier run, and the parts of
     it the server holds (ListParts) with the right bytes, to be kept.
@@ -226,6 +231,7 @@ async def _resume_upload(
         return None, {}
     upload = MultipartUpload(key, entry.upload_id)
     same = entry.src == str(f.path) and entry.identity == ident and entry.part_size == part_size
+    same = same and not fresh
     if same and backend.capabilities.list_parts:
         try:
             on_server = {p.number: p for p in await backend.list_parts(upload)}

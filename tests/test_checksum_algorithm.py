@@ -1,0 +1,299 @@
+"""Chosen checksums (issue 38 item 5): --checksum-algorithm, WriteOptions.checksum_algorithm.
+
+Against the S3 servers as they ship (``s3_world``: stock moto, SeaweedFS
+with auth, Ceph RGW). SeaweedFS does what S3 does: it verifies and keeps
+the chosen checksum, FULL_OBJECT for multipart CRCs. Ceph RGW 16 ignores
+every ``x-amz-checksum-*`` header; stock moto verifies nothing and keeps
+its own (for CRC32C, wrong) values. synxfer stores the right bytes on all
+three, says once per endpoint where the claim was not kept, and downloads
+verify whatever claim the object carries.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import random
+import subprocess
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from awscrt import checksums as crt
+
+import synxfer
+from synxfer import WriteOptions
+from synxfer_s3 import _chosen
+from synxfer_s3._trust import forget_endpoints
+from synxfer_servers.faultproxy import Fault, FaultProxy
+
+from .conftest import PART, SMALL
+
+ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "MD5")
+BIG = 2 * PART + 12345  # three parts
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _value(alg: str, data: bytes) -> str:
+    """The checksum S3 names ``alg`` of ``data`` (base64), computed the plain way."""
+    if alg == "CRC32":
+        return _b64(zlib.crc32(data).to_bytes(4, "big"))
+    if alg == "CRC32C":
+        return _b64(crt.crc32c(data).to_bytes(4, "big"))
+    if alg == "CRC64NVME":
+        return _b64(crt.crc64nvme(data).to_bytes(8, "big"))
+    return _b64(hashlib.new(alg.lower(), data).digest())
+
+
+def _composite(alg: str, data: bytes, part: int) -> str:
+    raw = b"".join(
+        base64.b64decode(_value(alg, data[i : i + part])) for i in range(0, len(data), part)
+    )
+    return _value(alg, raw)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_verdicts() -> Iterator[None]:
+    forget_endpoints()
+    _chosen.forget()
+    yield
+    forget_endpoints()
+    _chosen.forget()
+
+
+@pytest.fixture
+def world_env(s3_world: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    s3_world.apply(monkeypatch)
+    return s3_world
+
+
+def _admin(world: Any) -> Any:
+    """boto3 straight to the server, checking no response checksum itself
+    (stock moto's CRC32C of a multipart object is wrong: boto3 would refuse
+    to read it; the test compares the bytes)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=world.endpoint_url,
+        aws_access_key_id=world.access_key,
+        aws_secret_access_key=world.secret_key,
+        aws_session_token=None,
+        region_name=world.region,
+        config=Config(
+            s3={"addressing_style": "path"},
+            response_checksum_validation="when_required",
+        ),
+    )
+
+
+def _head(world: Any, bucket: str, key: str) -> dict[str, str]:
+    answer = _admin(world).head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    headers: dict[str, str] = answer["ResponseMetadata"]["HTTPHeaders"]
+    return {k: v for k, v in headers.items() if k.startswith("x-amz-checksum")}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and text in r.getMessage()
+    ]
+
+
+async def test_each_chosen_checksum_is_the_objects_claim(
+    world_env: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every algorithm, a single PUT and a 3-part upload: the bytes stored
+    are the file's on every server; on SeaweedFS (as on S3) the object
+    carries the chosen checksum -- the CRCs FULL_OBJECT, SHA1/SHA256
+    COMPOSITE -- as aws-cli would read it; a store that keeps no such claim
+    is named once per algorithm, not once per file; every object downloads
+    verified or is said to be checked another way."""
+    world = world_env
+    caplog.set_level(logging.WARNING, logger="synxfer")
+    bucket = world.new_bucket()
+    rng = random.Random(38)
+    small, big = rng.randbytes(70_000), rng.randbytes(BIG)
+    (tmp_path / "small").write_bytes(small)
+    (tmp_path / "big").write_bytes(big)
+    config = SMALL.evolve(state_dir=str(tmp_path / "state"))
+    s3 = _admin(world)
+    async with synxfer.Client(config) as c:
+        for alg in ALGORITHMS:
+            options = WriteOptions(checksum_algorithm=alg.lower())  # any case
+            for name in ("small", "big", "big2"):
+                src = tmp_path / name.rstrip("2")
+                r = await c.copy(src, f"s3://{bucket}/{alg}/{name}", write_options=options)
+                assert r.ok, r.failures
+            for name, data in (("small", small), ("big", big), ("big2", big)):
+                key = f"{alg}/{name}"
+                assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data, key
+                got = await c.download_file(f"s3://{bucket}/{key}", tmp_path / "back")
+                assert (tmp_path / "back").read_bytes() == data
+                del got
+            if world.name != "seaweedfs" or alg == "MD5":
+                continue
+            name = alg.lower()
+            single = _head(world, bucket, f"{alg}/small")
+            assert single[f"x-amz-checksum-{name}"] == _value(alg, small)
+            multi = _head(world, bucket, f"{alg}/big")
+            if alg.startswith("CRC"):
+                assert multi["x-amz-checksum-type"] == "FULL_OBJECT"
+                assert multi[f"x-amz-checksum-{name}"] == _value(alg, big)
+            else:
+                assert multi["x-amz-checksum-type"] == "COMPOSITE"
+                assert multi[f"x-amz-checksum-{name}"] == f"{_composite(alg, big, PART)}-3"
+    claim_warnings = _warnings(caplog, "did not keep the")
+    put_warnings = _warnings(caplog, "did not confirm the")
+    if world.name == "seaweedfs":
+        assert claim_warnings == put_warnings == []
+    elif world.name == "ceph-rgw":  # keeps no claim of any kind: each said once
+        assert len(claim_warnings) == 5, claim_warnings
+        assert len(put_warnings) == 5, put_warnings
+    else:  # stock moto: keeps its own values of multipart objects, none of a PUT
+        assert len(put_warnings) == 5, put_warnings
+        assert [w for w in claim_warnings if "CRC32C" in w] == claim_warnings
+        assert len(claim_warnings) == 1  # it reports a CRC32 as the CRC32C
+
+
+async def test_a_store_that_ignores_the_chosen_checksum_stores_no_wrong_bytes(
+    world_env: Any, tmp_path: Path
+) -> None:
+    """One byte inverted in 30 % of PUT bodies, SHA256 chosen: stock moto and
+    Ceph RGW verify no SHA256 (and do not say so), SeaweedFS does. Every
+    object holds its file's bytes: bodies the answer did not confirm carry
+    Content-MD5 and are checked by their ETag, as without a choice."""
+    world = world_env
+    bucket = world.new_bucket()
+    rng = random.Random(5)
+    files = {f"f{i}": rng.randbytes(rng.choice([900, 40_000, 300_000])) for i in range(16)}
+    files["big"] = rng.randbytes(BIG)
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    retry = synxfer.RetryPolicy(attempts=8, initial_delay=0.01, max_delay=0.1)
+    config = SMALL.evolve(
+        state_dir=str(tmp_path / "state"),
+        retry=retry,
+        write_options=WriteOptions(checksum_algorithm="SHA256"),
+    )
+    async with FaultProxy(
+        world.endpoint_url,
+        rate=0.3,
+        faults={Fault.CORRUPT_REQUEST: 1.0},
+        methods={"PUT"},
+        seed=38,
+    ) as proxy:
+        async with synxfer.Client(config, endpoint_url=proxy.url) as c:
+            r = await c.sync_to(src, f"s3://{bucket}/t")
+        corrupted = proxy.snapshot().corrupted
+    assert corrupted >= 3
+    s3 = _admin(world)
+    wrong = [
+        name
+        for name, data in files.items()
+        if s3.get_object(Bucket=bucket, Key=f"t/{name}")["Body"].read() != data
+    ]
+    assert wrong == []
+    assert r.ok, r.failures
+
+
+async def test_a_refused_full_object_type_falls_back_to_composite(
+    seaweed: Any,
+    weed_env: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SeaweedFS refuses FULL_OBJECT for SHA256 (as S3 does): a client that
+    asks for it anyway (forced here: synxfer asks for COMPOSITE) falls back
+    to COMPOSITE, says so once for two uploads, and the object keeps the
+    composite SHA256."""
+    caplog.set_level(logging.WARNING, logger="synxfer")
+    monkeypatch.setattr(_chosen, "_type_for", lambda kind: "FULL_OBJECT")
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=seaweed.endpoint_url)
+    s3.create_bucket(Bucket="refused")
+    data = random.Random(7).randbytes(BIG)
+    (tmp_path / "big").write_bytes(data)
+    options = WriteOptions(checksum_algorithm="SHA256")
+    async with synxfer.Client(SMALL, endpoint_url=seaweed.endpoint_url) as c:
+        for key in ("a", "b"):
+            r = await c.copy(tmp_path / "big", f"s3://refused/{key}", write_options=options)
+            assert r.ok, r.failures
+    head = s3.head_object(Bucket="refused", Key="b", ChecksumMode="ENABLED")
+    assert head["ChecksumType"] == "COMPOSITE"
+    assert head["ChecksumSHA256"] == f"{_composite('SHA256', data, PART)}-3"
+    assert len(_warnings(caplog, "refuses FULL_OBJECT SHA256")) == 1
+
+
+def test_full_object_crc_is_folded_from_the_parts() -> None:
+    """The whole object's CRC, folded from the parts' CRCs and sizes (awscrt),
+    is the CRC of the concatenated bytes, for each CRC and uneven parts."""
+    rng = random.Random(9)
+    parts = [rng.randbytes(n) for n in (1000, 1000, 17, 1)]
+    for alg in ("CRC32", "CRC32C", "CRC64NVME"):
+        upload = _chosen.ChosenUpload(alg.lower(), "FULL_OBJECT")
+        for n, p in enumerate(parts, 1):
+            upload.parts[n] = (_value(alg, p), len(p))
+        full, _ = _chosen._whole(upload, [1, 2, 3, 4])
+        assert full == _value(alg, b"".join(parts)), alg
+
+
+def test_cli_bad_values_exit_2(tmp_path: Path) -> None:
+    """A wrong name, or a destination that cannot carry a chosen checksum
+    (file://), exits 2 naming the option, without a traceback."""
+    src = tmp_path / "f"
+    src.write_bytes(b"x" * 100)
+    synxfer_cli = str(Path(sys.executable).parent / "synxfer")
+    bad = subprocess.run(
+        [synxfer_cli, "cp", "--checksum-algorithm", "crc16", str(src),
+         "s3://b/k"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "--checksum-algorithm" in bad.stderr
+    assert "CRC64NVME" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    local = subprocess.run(
+        [synxfer_cli, "cp", "--checksum-algorithm", "SHA256", str(src),
+         f"file://{tmp_path}/g"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert local.returncode == 2, local.stderr
+    assert "--checksum-algorithm" in local.stderr
+    assert "Traceback" not in local.stderr
+
+
+def test_cli_uploads_with_the_chosen_checksum(seaweed: Any, weed_env: Any, tmp_path: Path) -> None:
+    """``synxfer cp --checksum-algorithm crc64nvme`` (aws-cli's flag, any case):
+    a multipart object with SeaweedFS's FULL_OBJECT CRC64NVME, as aws-cli
+    reads it with ``head-object --checksum-mode ENABLED``."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=seaweed.endpoint_url)
+    s3.create_bucket(Bucket="cli-chosen")
+    data = random.Random(11).randbytes(BIG)
+    (tmp_path / "big").write_bytes(data)
+    synxfer_cli = str(Path(sys.executable).parent / "synxfer")
+    done = subprocess.run(
+        [synxfer_cli, "cp", "--endpoint-url", seaweed.endpoint_url, "--part-size", "5MiB",
+         "--checksum-algorithm", "crc64nvme", str(tmp_path / "big"), "s3://cli-chosen/big",
+         "-q", "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    head = s3.head_object(Bucket="cli-chosen", Key="big", ChecksumMode="ENABLED")
+    assert head["ChecksumType"] == "FULL_OBJECT"
+    assert head["ChecksumCRC64NVME"] == _value("CRC64NVME", data)
