@@ -23,9 +23,10 @@ from synxfer import ConfigError, NotFound, ObjectInfo, TransferConfig
 from ._s3server import S3World
 
 PART = 5 * 1024 * 1024
-#: Ranges of 5 MiB: a 12 MiB object is fetched in ranged GETs, not one GET.
-CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART)
-BIG = 12 * 1024 * 1024
+#: Ranges of 5 MiB and a budget of one range: an object over 5 MiB is
+#: fetched in ranged GETs (a HEAD, then one GET per range), not one GET.
+CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART, memory_budget=PART)
+BIG = PART + 123_457
 
 
 @pytest.fixture(params=["stock-moto", "seaweedfs"])
@@ -92,7 +93,7 @@ async def test_download_of_a_version_pins_it_on_every_ranged_get(
     bucket = _versioned_bucket(world)
     old, new = os.urandom(BIG), os.urandom(BIG)
     v1 = _put(world, bucket, "big.bin", old)
-    v2 = _put(world, bucket, "big.bin", new)
+    _put(world, bucket, "big.bin", new)
     small_v1 = _put(world, bucket, "small.txt", b"first")
     _put(world, bucket, "small.txt", b"second")
     async with _client(world) as client:
@@ -102,14 +103,9 @@ async def test_download_of_a_version_pins_it_on_every_ranged_get(
         result.raise_for_failures()
         assert (tmp_path / "old.bin").read_bytes() == old
         assert result.not_verified == 0, result.warnings
-        result = await client.copy(
-            f"s3://{bucket}/big.bin", str(tmp_path / "new.bin"), version_id=v2
-        )
-        result.raise_for_failures()
-        assert (tmp_path / "new.bin").read_bytes() == new
         # One GET (the single-request path) of an older small version.
-        result = await client.download_file(
-            f"s3://{bucket}/small.txt", tmp_path / "small.txt", version_id=small_v1
+        result = await client.copy(
+            f"s3://{bucket}/small.txt", str(tmp_path / "small.txt"), version_id=small_v1
         )
         result.raise_for_failures()
         assert (tmp_path / "small.txt").read_bytes() == b"first"
