@@ -1,12 +1,12 @@
 """synxfer: fast, bounded, verifiable transfers between local disk and object stores.
 
-The client, the blocking facade and the backend SDK are imported on first
-use (``synxfer.Client``, ``from synxfer import sync``), so importing synxfer
+The client and the blocking facade are imported on first use
+(``synxfer.Client``, ``from synxfer import sync``), so importing synxfer
 -- or running ``synxfer --version`` -- does not pay for asyncio, the engine
 or the plugin registry.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._config import GiB, KiB, MiB, RetryPolicy, TransferConfig
 from ._exceptions import (
@@ -45,9 +45,8 @@ from ._models import (
 )
 from ._units import parse_rate, parse_size
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._blocking import copy, download_file, sync, sync_from, sync_to, upload_file
-    from .backend import Backend, BackendOptions, Capabilities, Checksum
     from .client import Client
 
 #: Names imported on first use, and the module each comes from.
@@ -59,22 +58,37 @@ _LAZY = {
     "sync_from": "._blocking",
     "sync_to": "._blocking",
     "upload_file": "._blocking",
-    "Backend": ".backend",
-    "BackendOptions": ".backend",
-    "Capabilities": ".backend",
-    "Checksum": ".backend",
 }
 
+#: The backend SDK's names this face used to repeat: each has one address,
+#: :mod:`synxfer.backend` (docs/decisions/0039-one-address-per-name.md). The
+#: old one still resolves, with a DeprecationWarning, and is not cached, so
+#: the module's own names stay this face's.
+_MOVED = ("Backend", "BackendOptions", "Capabilities", "Checksum")
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
 
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
+# Hidden from type checkers: they see the lazy names' imports above, and name
+# a moved name as an error while it still runs.
+if not _typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> _typing.Any:
+        import importlib
+
+        if name in _MOVED:
+            import warnings
+
+            warnings.warn(
+                f"synxfer.{name} is synxfer.backend.{name}: import it from synxfer.backend",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(".backend", __name__), name)
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # once imported, a plain attribute
+        return value
 
 
 def __dir__() -> list[str]:
@@ -85,13 +99,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
-    "Backend",
     "BackendError",
-    "BackendOptions",
     "BucketInfo",
     "BucketNotFound",
-    "Capabilities",
-    "Checksum",
     "Client",
     "CompletedPart",
     "ConfigError",

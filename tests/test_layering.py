@@ -4,9 +4,16 @@
 * the SDK (``synxfer.backend``) imports nothing above it either;
 * a plugin imports only ``synxfer`` and ``synxfer.backend`` (never a private
   ``synxfer._*`` module, the engine, the layers, the kit, the bench or the
-  test servers);
+  test servers), and each name from the face that exports it (its
+  ``__all__``);
+* a plugin may build on another plugin's public package, never on its
+  private modules (``synxfer_s3._credentials``);
 * ``synxfer`` never imports ``benchmarks/`` or a plugin (plugins are found
-  through entry points).
+  through entry points);
+* tree operations have one home (``synxfer.engine.tree``): scale-out never
+  imports the client or the CLI (the client calls it, never the reverse), the
+  engine never imports scale-out, and no ``synxfer`` module imports a private
+  name (``_dest_dir``) from a module of another package.
 
 Every ``import`` statement counts, including those inside functions and
 ``TYPE_CHECKING`` blocks: a lazy import is still a dependency.
@@ -74,6 +81,22 @@ def _plugin_may_import(imported: str) -> bool:
     return False
 
 
+def _package(module: str) -> str:
+    """The package ``module`` belongs to (itself, for a package)."""
+    return module if ROOT.joinpath(*module.split(".")).is_dir() else module.rpartition(".")[0]
+
+
+def _private_across(module: str, imported: str) -> bool:
+    """``from owner import _name`` (a function, class or constant, not a module)
+    with ``owner`` outside ``module``'s package: a private name read across."""
+    owner, _, name = imported.rpartition(".")
+    if not name.startswith("_") or name.startswith("__") or _is_module(imported):
+        return False
+    if not _is_module(owner):
+        return False
+    return _package(owner) != _package(module)
+
+
 def violations(module: str, imported: str) -> list[str]:
     """Why importing ``imported`` from ``module`` breaks a rule (empty if it does not)."""
     out: list[str] = []
@@ -85,7 +108,13 @@ def violations(module: str, imported: str) -> list[str]:
         if top in BENCH_PACKAGES:
             out.append("synxfer imports benchmarks/")
     if _under(module, "synxfer.engine"):
-        for above in ("synxfer.layers", "synxfer.client", "synxfer.cli", "synxfer.testing"):
+        for above in (
+            "synxfer.layers",
+            "synxfer.client",
+            "synxfer.cli",
+            "synxfer.testing",
+            "synxfer._scaleout",
+        ):
             if _under(imported, above):
                 out.append(f"the engine imports {above}")
     if _under(module, "synxfer.backend"):
@@ -98,10 +127,27 @@ def violations(module: str, imported: str) -> list[str]:
         ):
             if _under(imported, above):
                 out.append(f"the SDK imports {above}")
+    if _under(module, "synxfer._scaleout"):
+        for above in ("synxfer.client", "synxfer.cli"):
+            if _under(imported, above):
+                out.append(f"scale-out imports {above} (the client calls scale-out, not back)")
+    if (
+        _under(module, "synxfer")
+        and _under(imported, "synxfer")
+        and _private_across(module, imported)
+    ):
+        out.append("a private name is imported from a module of another package")
     if home in PLUGINS and _under(imported, "synxfer") and not _plugin_may_import(imported):
         out.append("a plugin imports synxfer beyond `synxfer` and `synxfer.backend`")
     if home in PLUGINS and top in BENCH_PACKAGES:
         out.append(f"a plugin imports the test/bench package {top}")
+    if (
+        home in PLUGINS
+        and top in PLUGINS
+        and top != home
+        and any(part.startswith("_") for part in imported.split(".")[1:])
+    ):
+        out.append(f"a plugin imports another plugin's private module ({top})")
     return out
 
 
@@ -127,6 +173,34 @@ def test_the_code_keeps_the_rules_between_floors() -> None:
     assert find_violations() == []
 
 
+def names_from_the_faces() -> Iterator[tuple[str, int, str, str]]:
+    """(file, line, face, name) of every ``from synxfer[.backend] import name`` in a plugin."""
+    for path, module in _sources():
+        if module.split(".")[0] not in PLUGINS:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]:
+            if not node.level and node.module in ("synxfer", "synxfer.backend"):
+                for alias in node.names:
+                    yield str(path.relative_to(ROOT)), node.lineno, node.module, alias.name
+
+
+def test_plugins_take_each_name_from_the_face_that_exports_it() -> None:
+    """One address per name: an error or a value comes from ``synxfer``, the
+    SDK's own names from ``synxfer.backend`` (a name found through the other
+    face's deprecated alias is caught here)."""
+    import synxfer
+    import synxfer.backend
+
+    exported = {"synxfer": set(synxfer.__all__), "synxfer.backend": set(synxfer.backend.__all__)}
+    wrong = [
+        f"{path}:{line}: {name} is not in {face}.__all__"
+        for path, line, face, name in names_from_the_faces()
+        if name not in exported[face]
+    ]
+    assert wrong == []
+
+
 def test_there_is_code_to_check() -> None:
     sources = [module for _, module in _sources()]
     assert "synxfer.engine.scheduler" in sources or "synxfer.engine.core" in sources
@@ -147,6 +221,14 @@ def test_there_is_code_to_check() -> None:
         ("synxfer_s3._backend", False, "from synxfer.backend._aio import x", "a plugin"),
         ("synxfer_gcs", True, "import synxfer.testing", "a plugin"),
         ("synxfer.cli.main", False, "def f():\n    import synxfer_gcs", "synxfer imports a plugin"),
+        ("synxfer_scp", True, "from synxfer_s3._credentials import f", "another plugin's private"),
+        ("synxfer_scp.a", False, "from synxfer_s3 import _credentials", "another plugin's private"),
+        ("synxfer._scaleout", True, "from ..client import Client", "scale-out imports"),
+        ("synxfer._scaleout._shards", False, "def f():\n    from ..client import C", "scale-out"),
+        ("synxfer._scaleout", True, "from ..cli.main import run", "scale-out imports"),
+        ("synxfer.engine.tree", False, "from .._scaleout import run_tree", "the engine imports"),
+        ("synxfer._scaleout", True, "from ..client import _dest_dir", "a private name"),
+        ("synxfer.cli.main", False, "from ..engine.plan import _rel", "a private name"),
     ],
 )
 def test_a_violation_is_caught(module: str, is_package: bool, source: str, expected: str) -> None:
@@ -164,8 +246,14 @@ def test_a_violation_is_caught(module: str, is_package: bool, source: str, expec
         ("synxfer_s3._backend", "from synxfer import ConfigError, NotFound"),
         ("synxfer_s3._backend", "from synxfer.backend import Backend, Capabilities"),
         ("synxfer_s3._backend", "import synxfer.backend"),
+        ("synxfer_scp", "from synxfer_s3 import S3Backend, profile_region"),
+        ("synxfer_s3._backend", "from ._credentials import profile_region"),
         ("synxfer.engine.upload", "from ..backend import Backend"),
         ("synxfer.client", "from .layers import RetryLayer"),
+        ("synxfer.client", "from ._scaleout import run_tree"),
+        ("synxfer.backend._tls", "from ._protocol import _DONE"),
+        ("synxfer.engine.compress", "from .download import _mtime_ns"),
+        ("synxfer.cli._parser", "from . import _commands"),
     ],
 )
 def test_what_the_rules_allow(module: str, source: str) -> None:

@@ -52,24 +52,26 @@ from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
 import aiohttp
 
-from synxfer.backend import (
-    Backend,
+from synxfer import (
     BackendError,
-    BackendOptions,
-    Capabilities,
-    Checksum,
     CompletedPart,
     IntegrityError,
     ListPage,
     MultipartUpload,
     NotFound,
     ObjectInfo,
-    Payload,
     PermissionDenied,
     PreconditionFailed,
     ReadResult,
     TransientError,
     WriteOptions,
+)
+from synxfer.backend import (
+    Backend,
+    BackendOptions,
+    Capabilities,
+    Checksum,
+    Payload,
     bounded_map,
     to_thread_holding,
 )

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from synxfer.backend import BackendError, PermissionDenied, TransientError
+from synxfer import BackendError, PermissionDenied, TransientError
 
 from .rtt import SiteMonitor
 

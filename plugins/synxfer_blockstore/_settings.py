@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from synxfer.backend import ConfigError, option_bool, option_float
+from synxfer import ConfigError
+from synxfer.backend import option_bool, option_float
 
 from .cluster import Cluster
 from .placement import Policy, get_policy

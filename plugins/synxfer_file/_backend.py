@@ -21,24 +21,26 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NoReturn
 
-from synxfer.backend import (
-    Backend,
+from synxfer import (
     BackendError,
-    BackendOptions,
     BucketNotFound,
-    Capabilities,
-    Checksum,
     CompletedPart,
     ConfigError,
     ListPage,
     MultipartUpload,
     NotFound,
     ObjectInfo,
-    Payload,
     PreconditionFailed,
     ReadResult,
     TransientError,
     WriteOptions,
+)
+from synxfer.backend import (
+    Backend,
+    BackendOptions,
+    Capabilities,
+    Checksum,
+    Payload,
     option_bool,
     option_int,
     to_thread_holding,

@@ -6,7 +6,7 @@ import contextlib
 import errno
 from collections.abc import Iterator
 
-from synxfer.backend import BackendError, NotFound, PermissionDenied, SynxferError, TransientError
+from synxfer import BackendError, NotFound, PermissionDenied, SynxferError, TransientError
 
 __all__ = ["mapped_os_errors"]
 

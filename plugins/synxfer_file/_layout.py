@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synxfer.backend import ObjectInfo, Payload
+from synxfer import ObjectInfo
+from synxfer.backend import Payload
 
 __all__ = [
     "CHUNK",

@@ -79,15 +79,10 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from synxfer.backend import (
-    Backend,
+from synxfer import (
     BackendError,
-    BackendOptions,
-    BodyTooLarge,
     BucketInfo,
     BucketNotFound,
-    Capabilities,
-    Checksum,
     CompletedPart,
     ConfigError,
     GiB,
@@ -96,12 +91,19 @@ from synxfer.backend import (
     MultipartUpload,
     NotFound,
     ObjectInfo,
-    Payload,
     PreconditionFailed,
     ReadResult,
     SynxferError,
     TransientError,
     WriteOptions,
+)
+from synxfer.backend import (
+    Backend,
+    BackendOptions,
+    BodyTooLarge,
+    Capabilities,
+    Checksum,
+    Payload,
     bounded_map,
     option_int,
     to_thread_holding,

@@ -39,23 +39,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from synxfer.backend import (
+from synxfer import (
     BackendError,
     BucketNotFound,
-    Checksum,
     CompletedPart,
     ConfigError,
     IntegrityError,
     MultipartUpload,
     NotFound,
     ObjectInfo,
-    Payload,
     SynxferError,
     TransientError,
     WriteOptions,
-    bounded_map,
-    shielded,
 )
+from synxfer.backend import Checksum, Payload, bounded_map, shielded
 
 from . import _crc32c as crc32c
 from ._wire import OCTET, OPTION_FIELDS, content_type, option_fields, resource

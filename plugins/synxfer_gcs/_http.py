@@ -36,17 +36,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
-from synxfer.backend import (
-    BackendOptions,
-    Body,
-    BucketNotFound,
-    ConfigError,
-    HttpClient,
-    HttpResponse,
-    NotFound,
-    TransientError,
-    option_bool,
-)
+from synxfer import BucketNotFound, ConfigError, NotFound, TransientError
+from synxfer.backend import BackendOptions, Body, HttpClient, HttpResponse, option_bool
 
 from ._auth import GoogleAuth
 from ._errors import FOREIGN_ERRORS, error_details, error_for_status, map_error

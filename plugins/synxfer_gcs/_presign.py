@@ -28,7 +28,7 @@ import hashlib
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
-from synxfer.backend import ConfigError
+from synxfer import ConfigError
 
 __all__ = ["MAX_EXPIRES", "presign_url"]
 

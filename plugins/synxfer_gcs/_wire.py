@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from synxfer.backend import BackendError, ConfigError, ObjectInfo, WriteOptions
+from synxfer import BackendError, ConfigError, ObjectInfo, WriteOptions
 
 __all__ = [
     "OCTET",

@@ -7,26 +7,28 @@ import os
 from collections.abc import Sequence
 from typing import ClassVar
 
-from synxfer.backend import (
-    Backend,
+from synxfer import (
     BackendError,
-    BackendOptions,
-    BodyTooLarge,
-    Capabilities,
-    Checksum,
     CompletedPart,
     ConfigError,
-    HttpClient,
     InvalidURL,
     ListPage,
     MultipartUpload,
     NotFound,
     ObjectInfo,
-    Payload,
     PreconditionFailed,
     ReadResult,
-    SignedUrl,
     WriteOptions,
+)
+from synxfer.backend import (
+    Backend,
+    BackendOptions,
+    BodyTooLarge,
+    Capabilities,
+    Checksum,
+    HttpClient,
+    Payload,
+    SignedUrl,
     checksums_from_headers,
     read_url_into,
     redact_url,

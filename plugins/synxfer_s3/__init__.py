@@ -11,8 +11,11 @@ imported only when the credential chain or a profile is needed.
 
 from . import _redact
 from ._backend import AddressingStyle, S3Backend, check_endpoint_url
+from ._credentials import profile_region
 from ._errors import map_error
 
 _redact.install()
 
-__all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url", "map_error"]
+# What S3-compatible plugins build on (synxfer_scp): they import it from here,
+# never from this package's private modules.
+__all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url", "map_error", "profile_region"]

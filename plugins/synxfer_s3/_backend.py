@@ -64,19 +64,12 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal, cast
 from urllib.parse import urlsplit
 
-from synxfer.backend import (
-    WRITE_OPTION_NAMES,
-    Backend,
+from synxfer import (
     BackendError,
-    BackendOptions,
-    BodyTooLarge,
     BucketInfo,
     BucketNotFound,
-    Capabilities,
-    Checksum,
     CompletedPart,
     ConfigError,
-    CursorGuard,
     GiB,
     ListPage,
     MiB,
@@ -84,12 +77,21 @@ from synxfer.backend import (
     NotFound,
     ObjectInfo,
     PartInfo,
-    Payload,
     PendingUpload,
     PreconditionFailed,
     ReadResult,
     TransientError,
     WriteOptions,
+)
+from synxfer.backend import (
+    WRITE_OPTION_NAMES,
+    Backend,
+    BackendOptions,
+    BodyTooLarge,
+    Capabilities,
+    Checksum,
+    CursorGuard,
+    Payload,
     crc32c_available,
     option_bool,
 )

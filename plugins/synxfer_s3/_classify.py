@@ -13,7 +13,7 @@ network trouble, and never for errors a retry cannot fix.
 
 from __future__ import annotations
 
-from synxfer.backend import (
+from synxfer import (
     BackendError,
     BucketNotFound,
     NotFound,

@@ -15,7 +15,8 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
 
-from synxfer.backend import CompletedPart, ConfigError, ObjectInfo, WriteOptions, bounded_map
+from synxfer import CompletedPart, ConfigError, ObjectInfo, WriteOptions
+from synxfer.backend import bounded_map
 
 from ._tagging import MAX_TAGGING_HEADER, get_object_tagging, put_object_tagging, tagging_header
 

@@ -30,8 +30,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from synxfer import NoCredentials
-from synxfer.backend import ConfigError, PermissionDenied
+from synxfer import ConfigError, NoCredentials, PermissionDenied
 
 from ._classify import CREDENTIALS_HINT
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from synxfer import NoCredentials
-from synxfer.backend import (
+from synxfer import (
     BackendError,
     BucketNotFound,
     ConfigError,
+    NoCredentials,
     PermissionDenied,
     SynxferError,
     TransientError,

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from synxfer.backend import BackendError, ObjectInfo
+from synxfer import BackendError, ObjectInfo
 
 from ._xml import parse_http_date
 

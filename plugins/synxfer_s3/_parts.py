@@ -14,7 +14,8 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from synxfer.backend import CompletedPart, crc32c
+from synxfer import CompletedPart
+from synxfer.backend import crc32c
 
 __all__ = ["PartSums", "crc32c_b64", "multipart_etag"]
 

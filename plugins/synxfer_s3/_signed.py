@@ -39,15 +39,8 @@ from collections.abc import Callable, Iterable
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from synxfer.backend import (
-    BackendError,
-    Body,
-    BucketNotFound,
-    ConfigError,
-    HttpClient,
-    HttpResponse,
-    TransientError,
-)
+from synxfer import BackendError, BucketNotFound, ConfigError, TransientError
+from synxfer.backend import Body, HttpClient, HttpResponse
 
 from ._classify import bucket_not_found, classify, error_text
 from ._credentials import CredentialSource

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from synxfer.backend import BackendError
+from synxfer import BackendError
 
 from ._headers import b64md5
 

@@ -24,7 +24,7 @@ import logging
 import threading
 from typing import Literal
 
-from synxfer.backend import IntegrityError, TransientError
+from synxfer import IntegrityError, TransientError
 
 __all__ = ["EndpointTrust", "StoredOtherBytes", "endpoint_trust", "forget_endpoints"]
 

@@ -17,16 +17,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from synxfer.backend import (
+from synxfer import (
     BackendError,
-    Body,
     BucketNotFound,
-    HttpResponse,
     ObjectInfo,
     PartInfo,
     TransientError,
     WriteOptions,
 )
+from synxfer.backend import Body, HttpResponse
 
 from ._headers import (
     CHECKSUM_ALGORITHMS,

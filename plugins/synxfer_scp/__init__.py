@@ -37,9 +37,8 @@ import dataclasses
 import os
 from typing import ClassVar
 
-from synxfer.backend import ConfigError
-from synxfer_s3 import AddressingStyle, S3Backend, check_endpoint_url
-from synxfer_s3._credentials import profile_region
+from synxfer import ConfigError
+from synxfer_s3 import AddressingStyle, S3Backend, check_endpoint_url, profile_region
 
 __all__ = ["DEFAULT_REGION", "ScpBackend"]
 

@@ -54,31 +54,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final
 
-from synxfer.backend import (
+from synxfer import (
     BackendError,
-    BackendOptions,
     BucketNotFound,
-    Capabilities,
-    Checksum,
     ConfigError,
-    ContentDigests,
     GiB,
     ListPage,
     MiB,
     MultipartUpload,
     NotFound,
     ObjectInfo,
-    Payload,
     PermissionDenied,
     PreconditionFailed,
     ReadResult,
-    SignedUrl,
     TransientError,
+    WriteOptions,
+)
+from synxfer.backend import (
+    BackendOptions,
+    Capabilities,
+    Checksum,
+    ContentDigests,
+    Payload,
+    SignedUrl,
     UploadRequest,
     UrlBackend,
     UrlVendor,
     VendedUpload,
-    WriteOptions,
     bounded_map,
     option_int,
 )

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from synxfer import NoCredentials
-from synxfer.backend import BackendOptions, ConfigError
+from synxfer import ConfigError, NoCredentials
+from synxfer.backend import BackendOptions
 
 __all__ = [
     "CONFIG_FILE",

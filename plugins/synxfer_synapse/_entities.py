@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from synxfer.backend import BackendError, BucketNotFound, NotFound, ObjectInfo, TransientError
+from synxfer import BackendError, BucketNotFound, NotFound, ObjectInfo, TransientError
 
 from ._rest import Conflict, SynapseRest
 

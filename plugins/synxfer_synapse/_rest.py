@@ -35,14 +35,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlencode, urlsplit
 
-from synxfer import NoCredentials
-from synxfer.backend import (
-    BackendError,
-    HttpClient,
-    NotFound,
-    PermissionDenied,
-    TransientError,
-)
+from synxfer import BackendError, NoCredentials, NotFound, PermissionDenied, TransientError
+from synxfer.backend import HttpClient
 
 from ._config import TOKEN_HINT, SynapseSettings
 

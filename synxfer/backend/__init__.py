@@ -29,10 +29,13 @@ checks them):
 A backend is constructed by its factory as ``Factory(bucket, options)`` and
 used as an async context manager.
 
-This package is the whole SDK: a plugin imports :mod:`synxfer` and
-:mod:`synxfer.backend`, nothing else from synxfer. Besides the base class,
-options and capabilities it offers the values a backend returns, the
-exception tree, the registry of schemes, and helpers: asyncio
+A plugin imports :mod:`synxfer` and :mod:`synxfer.backend`, nothing else
+from synxfer, and each name from one place: the exception tree, the values a
+backend returns (:class:`~synxfer.ObjectInfo`, :class:`~synxfer.ReadResult`,
+:class:`~synxfer.ListPage`, ...) and the units come from :mod:`synxfer`, the
+face users see too; this package holds only what implementers need besides.
+Besides the base class, options and capabilities it offers the registry of
+schemes, and helpers: asyncio
 (:func:`to_thread_holding`, :func:`bounded_map`, :func:`first_error`,
 :func:`shielded`), CRC32C (:func:`crc32c`, :func:`crc32c_available`),
 option parsing (:func:`option_bool`, :func:`option_int`,
@@ -46,40 +49,11 @@ pre-signed URLs (Synapse, GA4GH DRS): :class:`UrlVendor`, :class:`UrlBackend`,
 :class:`SignedUrl` and the helpers of :mod:`synxfer.backend._urls`.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-from .._config import GiB, KiB, MiB, check_write_options
-from .._exceptions import (
-    BackendError,
-    BucketNotFound,
-    ConfigError,
-    IntegrityError,
-    InvalidURL,
-    NotFound,
-    PermissionDenied,
-    PreconditionFailed,
-    SourceChangedError,
-    SynxferError,
-    TransferFailed,
-    TransientError,
-    UnknownScheme,
-    UnsafePathError,
-)
-from .._models import (
-    CANNED_ACLS,
-    SSE_ALGORITHMS,
-    WRITE_OPTION_NAMES,
-    BucketInfo,
-    CompletedPart,
-    ContentDigests,
-    ListPage,
-    MultipartUpload,
-    ObjectInfo,
-    PartInfo,
-    PendingUpload,
-    ReadResult,
-    WriteOptions,
-)
+from .._config import check_write_options
+from .._models import CANNED_ACLS, SSE_ALGORITHMS, WRITE_OPTION_NAMES, ContentDigests
 from ._aio import bounded_map, first_error, shielded, to_thread_holding
 from ._base import (
     Backend,
@@ -118,51 +92,25 @@ __all__ = [
     "UNLIMITED",
     "WRITE_OPTION_NAMES",
     "Backend",
-    "BackendError",
     "BackendFactory",
     "BackendOptions",
     "Body",
     "BodyTooLarge",
-    "BucketInfo",
-    "BucketNotFound",
     "Capabilities",
     "Checksum",
     "ChecksumAlgorithm",
-    "CompletedPart",
-    "ConfigError",
     "ContentDigests",
     "CursorGuard",
     "CustomerKey",
-    "GiB",
     "HttpClient",
     "HttpResponse",
-    "IntegrityError",
-    "InvalidURL",
-    "KiB",
-    "ListPage",
-    "MiB",
-    "MultipartUpload",
-    "NotFound",
-    "ObjectInfo",
-    "PartInfo",
     "Payload",
-    "PendingUpload",
-    "PermissionDenied",
-    "PreconditionFailed",
-    "ReadResult",
     "RequestLimiter",
     "SignedUrl",
-    "SourceChangedError",
-    "SynxferError",
-    "TransferFailed",
-    "TransientError",
-    "UnknownScheme",
-    "UnsafePathError",
     "UploadRequest",
     "UrlBackend",
     "UrlVendor",
     "VendedUpload",
-    "WriteOptions",
     "available_schemes",
     "bounded_map",
     "check_write_options",
@@ -184,3 +132,65 @@ __all__ = [
     "shielded",
     "to_thread_holding",
 ]
+
+
+#: Names this package used to repeat from :mod:`synxfer` (the errors, the
+#: values, the units), and the private module each lives in. Each has one
+#: address, ``synxfer``; the old one still resolves, with a DeprecationWarning,
+#: so a plugin written against it keeps working while it moves its import
+#: (docs/decisions/0039-one-address-per-name.md).
+_MOVED = {
+    **dict.fromkeys(("GiB", "KiB", "MiB"), "_config"),
+    **dict.fromkeys(
+        (
+            "BackendError",
+            "BucketNotFound",
+            "ConfigError",
+            "IntegrityError",
+            "InvalidURL",
+            "NotFound",
+            "PermissionDenied",
+            "PreconditionFailed",
+            "SourceChangedError",
+            "SynxferError",
+            "TransferFailed",
+            "TransientError",
+            "UnknownScheme",
+            "UnsafePathError",
+        ),
+        "_exceptions",
+    ),
+    **dict.fromkeys(
+        (
+            "BucketInfo",
+            "CompletedPart",
+            "ListPage",
+            "MultipartUpload",
+            "ObjectInfo",
+            "PartInfo",
+            "PendingUpload",
+            "ReadResult",
+            "WriteOptions",
+        ),
+        "_models",
+    ),
+}
+
+
+# Hidden from type checkers, so that mypy names an old import as an error
+# while it still runs.
+if not _TYPE_CHECKING:
+
+    def __getattr__(name: str) -> _Any:
+        module = _MOVED.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"synxfer.backend.{name} is synxfer.{name}: import it from synxfer",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(f"synxfer.{module}"), name)
