@@ -6,8 +6,10 @@ emulator, file://).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
+import pathlib
 import random
 import subprocess
 import sys
@@ -131,7 +133,7 @@ async def test_put_stream_of_unknown_size_goes_multipart_as_it_comes(
     assert _get(s3_endpoint, bucket, "piped") == data
     head = _s3(s3_endpoint).head_object(Bucket=bucket, Key="piped")
     assert head["ETag"].strip('"').endswith("-4")  # 4 parts, sent as they came
-    assert "synxfer-part-size" not in head["Metadata"]  # a stream's layout is not recorded
+    assert head["Metadata"]["synxfer-part-size"] == str(PART)  # the layout, uniform here
     reader = small_client.open(url)
     async with reader:
         got = b"".join([c async for c in reader])
@@ -362,3 +364,131 @@ def test_cli_stream_usage_errors(
         main(["cp", "-", url, "--expected-size", "lots"])
     assert exc.value.code == 2
     assert "lots" in capsys.readouterr().err
+
+
+# -- memory: a 200 MiB stream with a small budget ----------------------------------
+
+_MEMORY_SCRIPT = r"""
+import asyncio, os, resource, sys, zlib
+import synxfer
+from synxfer import MiB
+
+TOTAL = 200 * MiB
+BLOCK = os.urandom(MiB)
+
+
+class Source:
+    # 200 MiB generated as they are read: the source holds 1 MiB.
+    def __init__(self):
+        self.pos = 0
+
+    def readinto(self, buf):
+        n = min(len(buf), TOTAL - self.pos, MiB - self.pos % MiB)
+        start = self.pos % MiB
+        buf[:n] = BLOCK[start : start + n]
+        self.pos += n
+        return n
+
+
+class Sink:
+    def __init__(self):
+        self.n = 0
+        self.crc = 0
+
+    def write(self, data):
+        if self.n < MiB:
+            self.crc = zlib.crc32(data[: MiB - self.n], self.crc)
+        self.n += len(data)
+        return len(data)
+
+    def flush(self):
+        pass
+
+
+def peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def main(root):
+    cfg = synxfer.TransferConfig(max_threads=4, part_size=5 * MiB, memory_budget=20 * MiB)
+    url = f"file://{root}/big.bin"
+    async with synxfer.Client(cfg) as c:
+        await c.put_bytes(f"file://{root}/warm", b"x" * (6 * MiB))  # imports, threads, pool
+        assert len(await c.get_bytes(f"file://{root}/warm")) == 6 * MiB
+        base = peak_mib()
+        src = Source()
+        assert await c.put_stream(url, src) == TOTAL
+        up = peak_mib()
+        sink = Sink()
+        assert await c.get_stream(url, sink) == TOTAL
+        assert sink.crc == zlib.crc32(BLOCK)  # and the whole was checked against the ETag
+        print(f"{base:.0f} {up:.0f} {peak_mib():.0f}")
+
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_a_200_mib_stream_stays_within_the_budget(tmp_path: pathlib.Path) -> None:
+    """Up and down through file:// (no server in the process) with a 20 MiB
+    budget: the peak RSS grows by far less than the stream (a stream read
+    whole, or ranges fetched without back-pressure, would add 200 MiB)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    base, up, down = (float(v) for v in proc.stdout.split())
+    assert up - base < 80, (base, up, down)
+    assert down - base < 80, (base, up, down)
+
+
+# -- growing parts, on file:// with a small part limit -------------------------------
+
+_KIB64 = 64 * 1024
+
+
+class _FewParts(Layer):
+    """The backend as if it took at most 20 parts of at most ``largest`` bytes."""
+
+    largest = 1 << 30
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self.capabilities = dataclasses.replace(
+            inner.capabilities, max_parts=20, max_part_size=self.largest
+        )
+
+
+class _FewSmallParts(_FewParts):
+    largest = 2 * _KIB64
+
+
+async def test_a_stream_past_half_the_part_limit_grows_its_parts(tmp_path: pathlib.Path) -> None:
+    """20 parts at most: 10 of the first size, then doubling. The recorded
+    synxfer-part-size is then not the layout, and the parts count says so:
+    the object reads back whole, never refused as corrupt (unverified: no
+    uniform layout fits its ETag)."""
+    cfg = synxfer.TransferConfig(max_threads=4, part_size=_KIB64, memory_budget=8 * _KIB64)
+    data = _data(14 * _KIB64 + 5, 9)  # 10 x 64 KiB, then 128 KiB parts
+    url = f"file://{tmp_path}/grown"
+    async with synxfer.Client(cfg, layers=[_FewParts]) as c:
+        assert await c.put_stream(url, _Chunky(data, 10_000)) == len(data)
+        reader = c.open(url)
+        async with reader:
+            assert b"".join([chunk async for chunk in reader]) == data
+        assert reader.verified is False
+        assert await c.get_bytes(url) == data
+        info = reader.info
+        assert info is not None
+        assert info.metadata["synxfer-part-size"] == str(_KIB64)
+        assert info.etag is not None
+        assert info.etag.endswith("-12")  # 10 + 2 grown parts, not 15 uniform ones
+    async with synxfer.Client(cfg, layers=[_FewSmallParts]) as c:
+        # 10 x 64 KiB + 10 x 128 KiB is all 20 parts hold: one byte more is refused.
+        with pytest.raises(synxfer.ConfigError, match=r"larger than .* takes in 20 parts"):
+            await c.put_stream(f"file://{tmp_path}/toolong", _Chunky(_data(30 * _KIB64 + 1)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".grown.synxfer-meta", "grown"]

@@ -17,10 +17,13 @@ division: parts are ``first`` bytes (:func:`first_part_size`; with an
 expected size, large enough for it to fit) up to half the backend's part
 limit, then double every twentieth of that limit, up to the largest part
 (:func:`stream_part_size`): 10,000 parts starting at 8 MiB hold about
-6 TiB, past S3's object limit. Such an object's layout is not uniform, so
-no ``synxfer-part-size`` is recorded for a multipart stream: a download
-checks it against what the store vouches for (its ETag's parts are asked
-of the store, as for any other tool's object).
+6 TiB, past S3's object limit. ``synxfer-part-size`` records ``first``, so
+downloads line their checks up on the parts as for any synxfer upload.
+That is the layout exactly unless the stream outgrew the first parts; and
+then the object's parts count (in its ETag and composite checksums) is
+below ``ceil(size / first)``, so the recorded layout is never taken for
+it (:func:`.verify.gather_claims` checks the count): such an object is
+checked against what the store vouches for, as any other tool's.
 
 A backend that needs the whole content's MD5 before an upload starts
 (``Capabilities.needs_content_md5``: syn://), or that has no multipart
@@ -218,8 +221,10 @@ async def upload_stream(
             await backend.put(key, data, opts, checksum)
             engine.progress(len(data), "up")
             return len(data)
-        # No synxfer-part-size: the layout may not be uniform (module docstring).
-        upload = await backend.create_multipart(key, upload_options(base, {}, guessed))
+        # The first parts' size: the layout, unless the stream outgrew it
+        # (then its parts count says so: module docstring).
+        opts = upload_options(base, {PART_SIZE_KEY: str(first)}, guessed)
+        upload = await backend.create_multipart(key, opts)
         try:
             done = [await backend.upload_part(upload, 1, data, checksum)]
         except BaseException:
