@@ -63,7 +63,16 @@ from ._trust import endpoint_trust
 if TYPE_CHECKING:
     from ._backend import S3Backend
 
-__all__ = ["ChosenUpload", "body", "complete_args", "create", "kind_of", "note_put", "stored_claim"]
+__all__ = [
+    "ChosenUpload",
+    "body",
+    "complete_args",
+    "create",
+    "kind_of",
+    "note_copy",
+    "note_put",
+    "stored_claim",
+]
 
 log = logging.getLogger("synxfer")
 
@@ -141,7 +150,9 @@ def _sums(
     content_md5 = b64md5(data) if md5 or kind == "md5" else None
     wrong = None
     if given is not None:
-        if given.algorithm == "md5":
+        if given.algorithm == kind:
+            actual = value  # computed above, from these bytes
+        elif given.algorithm == "md5":
             actual = content_md5 or b64md5(data)
         else:
             actual = _b64(crc32c(data).to_bytes(4, "big"))
@@ -212,6 +223,26 @@ def note_put(
             "%s did not confirm the %s checksum chosen (--checksum-algorithm) for %s: "
             "it may not keep it as the object's claim; the bytes it stored were "
             "checked by their MD5 ETag instead",
+            endpoint,
+            label(kind),
+            backend.url(key),
+        )
+
+
+def note_copy(
+    backend: S3Backend, key: str, options: WriteOptions, checksums: Mapping[str, str]
+) -> None:
+    """After a CopyObject sent with a chosen checksum: warn once per endpoint
+    when its answer shows none (SeaweedFS ignores ``x-amz-checksum-algorithm``
+    on CopyObject; stock moto and S3 compute it)."""
+    kind = kind_of(options)
+    if kind is None or kind == "md5" or _claim(checksums, kind) is not None:
+        return
+    endpoint = _endpoint(backend)
+    if _once(endpoint, kind, "copy"):
+        log.warning(
+            "%s did not report the %s checksum chosen (--checksum-algorithm) for the "
+            "server-side copy %s: it may not keep it",
             endpoint,
             label(kind),
             backend.url(key),

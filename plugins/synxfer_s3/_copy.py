@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from synxfer import CompletedPart, ConfigError, ObjectInfo, WriteOptions
 from synxfer.backend import bounded_map
 
+from ._chosen import note_copy
 from ._tagging import MAX_TAGGING_HEADER, get_object_tagging, put_object_tagging, tagging_header
 
 if TYPE_CHECKING:
@@ -49,6 +50,12 @@ async def copy_object(
     metadata = dict(options.metadata) if replace else dict(src.metadata)
     content_type = options.content_type if replace else src.content_type
     if src.size > backend.max_copy_size:
+        if options.checksum_algorithm is not None:
+            raise ConfigError(
+                f"{backend.url(dst_key)}: a server-side copy of more than "
+                f"{backend.max_copy_size} bytes goes in parts, which take no "
+                f"WriteOptions(checksum_algorithm=...): leave it out for this copy"
+            )
         given = dataclasses.replace(options, metadata=metadata, content_type=content_type)
         return await _copy_in_parts(backend, src_bucket, src, dst_key, given)
     async with requests.slot():
@@ -63,6 +70,7 @@ async def copy_object(
             replace_metadata=replace,
             options=options,
         )
+    note_copy(backend, dst_key, options, result.checksums)
     return ObjectInfo(
         key=dst_key,
         size=src.size,

@@ -464,6 +464,9 @@ class S3Wire(SignedClient):
         headers["x-amz-metadata-directive"] = "REPLACE" if replace_metadata else "COPY"
         if options is not None and options.tags:  # else S3 keeps the source's (COPY)
             headers["x-amz-tagging-directive"] = "REPLACE"
+        if options is not None and options.checksum_algorithm not in (None, "MD5"):
+            # S3 computes the copy's checksum with it (a chosen checksum, _chosen)
+            headers["x-amz-checksum-algorithm"] = str(options.checksum_algorithm)
         if if_match:
             headers["x-amz-copy-source-if-match"] = quote_etag(if_match)
         response = await self._request("CopyObject", "PUT", bucket, key, headers=headers)
