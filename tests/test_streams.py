@@ -6,6 +6,7 @@ emulator, file://).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
@@ -13,6 +14,7 @@ import pathlib
 import random
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -524,3 +526,56 @@ async def test_gcs_stream_round_trip(gcs_emulator: str, monkeypatch: pytest.Monk
         assert reader.verified is True
         assert await c.put_stream(f"gs://{bucket}/empty", io.BytesIO(b"")) == 0
         assert await c.get_bytes(f"gs://{bucket}/empty") == b""
+
+
+# -- syn://: the MD5 first, so the stream is spooled -------------------------------
+
+_SYN_TOKEN = "syn-pat-SECRET-streams-41c9"
+_SYN_BUCKET = "synapse-store"
+
+
+@pytest.fixture(scope="module")
+def synapse(stock_moto: Any) -> Iterator[Any]:
+    from synxfer_servers.synapse import SynapseService
+
+    s3 = _s3(stock_moto.endpoint_url)
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=_SYN_BUCKET)
+    with SynapseService(
+        stock_moto.endpoint_url, _SYN_BUCKET, access_key="testing", secret_key="testing"
+    ) as svc:
+        yield svc
+
+
+async def test_syn_stream_is_spooled_then_uploaded_with_its_md5(
+    synapse: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """syn:// wants the content's MD5 before the upload starts: the stream
+    goes to a temporary file (removed after), then up as a file; it reads
+    back verified against the file handle's MD5."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".synapseConfig").write_text(
+        "[endpoints]\n"
+        f"repoEndpoint = {synapse.repo_endpoint}\n"
+        f"authEndpoint = {synapse.auth_endpoint}\n"
+        f"fileHandleEndpoint = {synapse.file_endpoint}\n"
+    )
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", _SYN_TOKEN)
+    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
+    monkeypatch.setenv("TMPDIR", str(spool))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
+    project = synapse.create_project("streams")
+    url = f"syn://{project}/piped.bin"
+    data = _data(2 * PART + 10, 11)
+    cfg = synxfer.TransferConfig(max_threads=4, part_size=PART, memory_budget=4 * PART)
+    async with synxfer.Client(cfg) as c:
+        assert await c.put_stream(url, _Chunky(data)) == len(data)
+        assert list(spool.iterdir()) == []
+        reader = c.open(url)
+        async with reader:
+            assert b"".join([chunk async for chunk in reader]) == data
+        assert reader.verified is True
