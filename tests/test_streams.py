@@ -579,3 +579,44 @@ async def test_syn_stream_is_spooled_then_uploaded_with_its_md5(
         async with reader:
             assert b"".join([chunk async for chunk in reader]) == data
         assert reader.verified is True
+
+
+# -- blocks:// (in-process block-store sites) ------------------------------------
+
+
+async def test_blockstore_stream_round_trip(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts a multiple of the block size, read back through another site."""
+    from synxfer_blockstore.cluster import CLUSTER_ENV
+    from synxfer_blockstore.server import ServerConfig, serve
+    from synxfer_servers.blockd import write_cluster_file
+
+    token = "stream-test-token-never-printed"
+    (tmp_path / "token").write_text(token)
+    kib64 = 64 * 1024
+    data = _data(5 * kib64 + 3, 13)
+    async with contextlib.AsyncExitStack() as stack:
+        urls = {}
+        for name in ("A", "B"):
+            cfg = ServerConfig(data_dir=tmp_path / name, site=name, token=token)
+            urls[name] = await stack.enter_async_context(serve(cfg))
+        cdir = tmp_path / "clusters"
+        cdir.mkdir()
+        for local in urls:
+            write_cluster_file(
+                cdir / f"at{local}.json",
+                urls,
+                local,
+                token_file=tmp_path / "token",
+                namespace="shared",
+                block_size="64KiB",
+            )
+        monkeypatch.setenv(CLUSTER_ENV, str(cdir))
+        config = synxfer.TransferConfig(max_threads=1, part_size=2 * kib64)
+        async with synxfer.Client(config) as c:
+            assert await c.put_stream("blocks://atA/s.bin", _Chunky(data, 30_000)) == len(data)
+            assert await c.get_bytes("blocks://atB/s.bin") == data
+            out = io.BytesIO()
+            assert await c.get_stream("blocks://atB/s.bin", out) == len(data)
+            assert out.getvalue() == data
