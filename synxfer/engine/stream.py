@@ -35,12 +35,13 @@ is checked against (:func:`.verify.gather_claims`); its ranges are fetched
 ahead through :meth:`~.scheduler.Scheduler.map_parts` (each reserved in the
 budget before its task exists) and handed out in order; a range's buffer
 goes back to the pool when the consumer asks for the next one, so memory
-is the budget whatever the object's size or the consumer's speed. Each
-range's checksum is computed in a worker thread as it arrives (a hash over
-several ranges in order); after the last range the object's checksum is
-compared. Bytes already handed out cannot be taken back: a mismatch is an
-:class:`~synxfer.IntegrityError` at the end of the stream, never a silent
-success. Closing the stream early cancels the ranges in flight.
+is the budget whatever the object's size or the consumer's speed. The
+claims are computed over the bytes as they pass, in worker threads, in
+order -- up to two, since bytes handed out cannot be fetched again to try
+another claim after a mismatch (docs/decisions/0041-streams.md). Bytes
+that match no claim are an :class:`~synxfer.IntegrityError` after the last
+range, never a silent success. Closing the stream early cancels the ranges
+in flight.
 """
 
 from __future__ import annotations
