@@ -32,6 +32,10 @@ since absolute times on a shared machine drift::
     python benchmarks/experiments/s3_download_ab.py --rows 100x10MiB --tool-env exp:MY_SWITCH=1 \\
         head=. exp=/tmp/scratch-tree "wide=.::--max-threads 12" "s5cmd::--numworkers 4"
 
+``--tls`` serves the rows over HTTPS too (a throw-away CA made per run;
+``AWS_CA_BUNDLE`` and ``SSL_CERT_FILE`` name it, so every tool verifies the
+server) and downloads over HTTPS; ``--tls --also-http`` measures both.
+
 Options go before the tools. Drop the page cache first (``sync; echo 3 >
 /proc/sys/vm/drop_caches``) and run nothing else meanwhile.
 """
@@ -41,6 +45,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -99,6 +104,42 @@ def command(tool: Tool, s5cmd: Path | None, endpoint: str, url: str, out: Path) 
     return [*synxfer_cp(endpoint, f"{url}/", str(out)), *tool.args]
 
 
+class TlsSeaweed(SeaweedTarget):
+    """``weed mini`` serving S3 over HTTPS too, with a certificate of a CA made here."""
+
+    def __init__(self, work_dir: Path, **kwargs: object) -> None:
+        super().__init__(work_dir, **kwargs)  # type: ignore[arg-type]
+        self.ca = work_dir / "ca"
+        self.ca.mkdir(parents=True, exist_ok=True)
+        cert, key = self.ca / "cert.pem", self.ca / "key.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.https_port = s.getsockname()[1]
+
+    def _command(self, ports: list[int]) -> list[str]:
+        return [
+            *super()._command(ports),
+            f"-s3.cert.file={self.ca / 'cert.pem'}",
+            f"-s3.key.file={self.ca / 'key.pem'}",
+            f"-s3.port.https={self.https_port}",
+        ]
+
+    @property
+    def https_endpoint(self) -> str:
+        return f"https://127.0.0.1:{self.https_port}"
+
+    def tool_env(self) -> dict[str, str]:
+        env = super().tool_env()
+        env["AWS_CA_BUNDLE"] = env["SSL_CERT_FILE"] = str(self.ca / "cert.pem")
+        return env
+
+
 def tree_env(target: SeaweedTarget, tool: Tool) -> dict[str, str]:
     env = {**target.tool_env(), **tool.env}
     if tool.tree is not None:
@@ -155,6 +196,8 @@ def main() -> None:
     parser.add_argument(
         "--tool-env", action="append", default=[], metavar="NAME:KEY=VALUE", help="repeatable"
     )
+    parser.add_argument("--tls", action="store_true", help="download over HTTPS")
+    parser.add_argument("--also-http", action="store_true", help="with --tls: HTTP rows too")
     args = parser.parse_args()
     tools = [parse_tool(spec) for spec in args.tools]
     by_name = {t.name: t for t in tools}
@@ -178,45 +221,73 @@ def main() -> None:
             prepare = [sys.executable, script, "--prepare", "--endpoint-url", "-", "-", "-"]
             subprocess.run([*prepare, *tool.args], env={**os.environ, **tool.env}, check=True)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="s3-ab-"))
-    target = SeaweedTarget(work, peers_venv=args.peers_venv if args.peers_venv.is_dir() else None)
+    peers = args.peers_venv if args.peers_venv.is_dir() else None
+    target = (
+        TlsSeaweed(work, peers_venv=peers) if args.tls else SeaweedTarget(work, peers_venv=peers)
+    )
     target.start()
     try:
         endpoint = target.endpoint_url
         assert endpoint is not None
+        planes = [("http", endpoint)]
+        if isinstance(target, TlsSeaweed):
+            planes = [*(planes if args.also_http else []), ("https", target.https_endpoint)]
         for row in rows:
             src, _ = ensure_row_data(work, row)
             url = target.url(f"ab/{row.name}")
             upload = synxfer_cp(endpoint, f"{src}/", f"{url}/")
             subprocess.run(upload, env=tree_env(target, first), check=True)
             expect = tree_crcs(src)
-            results: dict[str, list[tuple[float, float, float, float]]] = {
-                t.name: [] for t in tools
-            }
-            for r in range(args.rounds):
-                for tool in tools[r % len(tools) :] + tools[: r % len(tools)]:
-                    cmd = command(tool, s5cmd, endpoint, url, work / "out")
-                    results[tool.name].append(run_once(target, tool, cmd, work / "out", expect))
-            print(f"== {row.name}, {args.rounds} rounds: median wall / user / sys / server CPU s")
-            for tool in tools:
-                runs = results[tool.name]
-                medians = [statistics.median(run[i] for run in runs) for i in range(4)]
-                print(f"  {tool.name:12} " + " / ".join(f"{m:.3f}" for m in medians))
-            base = tools[0].name
-            for tool in tools[1:]:
-                diffs = [
-                    a[0] - b[0] for a, b in zip(results[tool.name], results[base], strict=True)
-                ]
-                lower = sum(d < 0 for d in diffs)
-                print(
-                    f"  {tool.name} - {base}: wall {statistics.median(diffs):+.3f} s "
-                    f"(lower in {lower}/{len(diffs)} rounds)"
+            for plane, down in planes:
+                measure(
+                    args.rounds,
+                    target,
+                    tools,
+                    s5cmd,
+                    down,
+                    url,
+                    work,
+                    expect,
+                    f"{plane} {row.name}",
                 )
-            sys.stdout.flush()
     finally:
         target.stop()
         shutil.rmtree(work / "out", ignore_errors=True)
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(
+    rounds: int,
+    target: SeaweedTarget,
+    tools: list[Tool],
+    s5cmd: Path | None,
+    endpoint: str,
+    url: str,
+    work: Path,
+    expect: dict[str, int],
+    title: str,
+) -> None:
+    """Every tool ``rounds`` times, alternated; print the medians and the paired differences."""
+    results: dict[str, list[tuple[float, float, float, float]]] = {t.name: [] for t in tools}
+    for r in range(rounds):
+        for tool in tools[r % len(tools) :] + tools[: r % len(tools)]:
+            cmd = command(tool, s5cmd, endpoint, url, work / "out")
+            results[tool.name].append(run_once(target, tool, cmd, work / "out", expect))
+    print(f"== {title}, {rounds} rounds: median wall / user / sys / server CPU s")
+    for tool in tools:
+        runs = results[tool.name]
+        medians = [statistics.median(run[i] for run in runs) for i in range(4)]
+        print(f"  {tool.name:12} " + " / ".join(f"{m:.3f}" for m in medians))
+    base = tools[0].name
+    for tool in tools[1:]:
+        diffs = [a[0] - b[0] for a, b in zip(results[tool.name], results[base], strict=True)]
+        lower = sum(d < 0 for d in diffs)
+        print(
+            f"  {tool.name} - {base}: wall {statistics.median(diffs):+.3f} s "
+            f"(lower in {lower}/{len(diffs)} rounds)"
+        )
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -48,13 +48,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import ssl
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from typing import Final
 
 from .._exceptions import BackendError, ConfigError, TransientError
 from ._protocol import BodyReceiver, Connection, Dropped, HttpResponse, Malformed, TooLarge
+from ._tls import TlsConnection, TlsThreads
+from ._tls import connect as tls_connect
 
 __all__ = ["Body", "BodyTooLarge", "HttpClient", "HttpResponse"]
 
@@ -64,6 +68,9 @@ Body = bytes | bytearray | memoryview
 #: a small body beats a second syscall).
 _INLINE_BODY: Final = 16 * 1024
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+#: Chooses the ``https`` receive path of every client not told otherwise.
+TLS_RECEIVE_ENV: Final = "SYNXFER_TLS_RECEIVE"
+_TLS_RECEIVE: Final = ("threads", "loop")
 
 
 class BodyTooLarge(BackendError):
@@ -89,6 +96,9 @@ class _Pool:
         self.open = 0
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.closed = False
+        #: The TLS session of the last connection released (threaded TLS):
+        #: new connections resume it, a shorter handshake.
+        self.session: ssl.SSLSession | None = None
 
     async def acquire(self) -> tuple[Connection, bool]:
         """A connection, and whether it was reused from the idle set."""
@@ -98,10 +108,9 @@ class _Pool:
                 now = time.monotonic()
                 while self.idle:
                     conn = self.idle.pop()  # the most recently used
-                    if conn.reusable and not conn.closed and now - conn.idle_since < idle_timeout:
-                        transport = conn.transport
-                        if transport is not None and not transport.is_closing():
-                            return conn, True
+                    fresh = now - conn.idle_since < idle_timeout
+                    if conn.reusable and not conn.closed and fresh and conn.alive():
+                        return conn, True
                     conn.abort()
                     self.open -= 1
             if self.open < self.limit:
@@ -127,7 +136,10 @@ class _Pool:
     async def _connect(self) -> Connection:
         loop = self.client.loop
         ssl_ctx = self.client.ssl_context() if self.scheme == "https" else None
+        threads = self.client.tls_threads
         try:
+            if ssl_ctx is not None and threads is not None:
+                return await self._connect_tls(ssl_ctx, threads)
             async with asyncio.timeout(self.client.connect_timeout):
                 receiver = self.client.receiver if ssl_ctx is None else None
                 _, conn = await loop.create_connection(
@@ -152,9 +164,30 @@ class _Pool:
             ) from exc
         return conn
 
+    async def _connect_tls(self, ssl_ctx: ssl.SSLContext, threads: TlsThreads) -> TlsConnection:
+        """A blocking TLS connection, connected and verified on a worker thread,
+        resuming the pool's last TLS session when the server allows."""
+        fut = threads.submit(
+            tls_connect, self.host, self.port, ssl_ctx, self.client.connect_timeout, self.session
+        )
+        try:
+            sock = await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            # The thread may still connect: close what it makes.
+            fut.add_done_callback(_close_made)
+            raise
+        threads.handshakes += 1
+        threads.resumed += bool(sock.session_reused)
+        return TlsConnection(self.client.loop, sock, threads)
+
     def release(self, conn: Connection) -> None:
         if conn.reusable and not conn.closed and not self.closed:
             conn.idle_since = time.monotonic()
+            if isinstance(conn, TlsConnection) and not conn.session_kept:
+                # Once per connection: its first answer has brought the
+                # server's session ticket (TLS 1.3) by now.
+                conn.session_kept = True
+                self.session = conn.sock.session or self.session
             self.idle.append(conn)
         else:
             conn.abort()
@@ -198,9 +231,15 @@ class HttpClient:
         ca_bundle: str | None = None,
         write_chunk: int = 256 * 1024,
         recv_threads: bool = False,
+        tls_receive: str | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1 (got {max_connections})")
+        #: ``https`` exchanges on blocking TLS sockets in worker threads
+        #: (``"threads"``, the default) or on the event loop's SSL transport
+        #: (``"loop"``); see docs/decisions/0037-tls-receive-path.md.
+        self.tls_receive = _tls_receive(tls_receive)
+        self.tls_threads = TlsThreads(max_connections) if self.tls_receive == "threads" else None
         #: Worker threads (one per connection allowed) that receive large
         #: ``http`` bodies off the event loop; None: every body on the loop.
         self.receiver = BodyReceiver(max_connections) if recv_threads else None
@@ -243,6 +282,8 @@ class HttpClient:
         self._pools.clear()
         if self.receiver is not None:
             await self.receiver.aclose()
+        if self.tls_threads is not None:
+            await self.tls_threads.aclose()
 
     async def request(
         self,
@@ -287,7 +328,18 @@ class HttpClient:
                     exc.url = where
                 raise
             try:
-                await self._exchange(conn, head, pieces, sink, sink_status, head_only)
+                if isinstance(conn, TlsConnection):
+                    await conn.exchange(
+                        head,
+                        pieces,
+                        sink,
+                        sink_status,
+                        head_only,
+                        self.read_timeout,
+                        self.write_chunk,
+                    )
+                else:
+                    await self._exchange(conn, head, pieces, sink, sink_status, head_only)
                 response = conn.take_response()
             except Dropped as exc:
                 await _discard(pool, conn)
@@ -344,6 +396,23 @@ class HttpClient:
                         return
                     transport.write(view[start : start + step])
         await conn.wait_answer(timeout)
+
+
+def _tls_receive(choice: str | None) -> str:
+    """The ``https`` receive path: ``choice``, else the environment's, else threads."""
+    where = "tls_receive"
+    if choice is None:
+        choice = os.environ.get(TLS_RECEIVE_ENV) or "threads"
+        where = TLS_RECEIVE_ENV
+    if choice not in _TLS_RECEIVE:
+        raise ConfigError(f"{where}={choice!r}: expected 'threads' or 'loop'")
+    return choice
+
+
+def _close_made(fut: Future[ssl.SSLSocket]) -> None:
+    """Close the socket a cancelled connect made after all."""
+    if not fut.cancelled() and fut.exception() is None:
+        fut.result().close()
 
 
 async def _discard(pool: _Pool, conn: Connection) -> None:

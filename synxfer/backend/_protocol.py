@@ -679,6 +679,11 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- one exchange --------------------------------------------------------
 
+    def alive(self) -> bool:
+        """Whether an idle connection can take a request (its transport is open)."""
+        transport = self.transport
+        return transport is not None and not transport.is_closing()
+
     def begin(self, sink: memoryview | None, sink_status: int, head_only: bool) -> None:
         """Prepare for a request's answer (called before anything is written)."""
         if len(self._buf) > _BUF:
