@@ -10,19 +10,30 @@ exception.  The one distinction the engine acts on is :class:`TransientError`
     │   ├── InvalidURL
     │   └── UnknownScheme
     ├── BackendError           a backend call failed
-    │   ├── NotFound           object or bucket does not exist
+    │   ├── NotFound           object or bucket does not exist (a FileNotFoundError)
     │   │   └── BucketNotFound
-    │   ├── PermissionDenied   403, bad credentials
+    │   ├── PermissionDenied   403, bad credentials (a PermissionError)
+    │   │   └── NoCredentials  none found (also a ConfigError)
     │   ├── PreconditionFailed object changed under us (If-Match failed)
     │   └── TransientError     5xx, throttling, resets, timeouts: retry
     ├── IntegrityError         checksum or size mismatch
     ├── SourceChangedError     a local file changed while it was read
     ├── UnsafePathError        an object key would escape the destination
     └── TransferFailed         a run finished with failed files
+
+:class:`NotFound` is also the built-in :class:`FileNotFoundError` and
+:class:`PermissionDenied` the built-in :class:`PermissionError` (as obstore's
+errors are), so code written for files -- fsspec callers, ``except
+FileNotFoundError`` -- needs no translation. Their ``errno`` is ENOENT and
+EACCES, their ``filename`` the URL; their message is synxfer's, not
+``[Errno 2] ...``. The other side of
+it: an ``except OSError`` meant for local I/O must not wrap a backend call,
+or it catches these too.
 """
 
 from __future__ import annotations
 
+import errno as _errno
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -75,22 +86,32 @@ class BackendError(SynxferError):
         self.status = status
 
     def __str__(self) -> str:
-        msg = super().__str__()
+        # The message as given, also for the errors that are OSErrors (whose
+        # own str() would be "[Errno 2] None: 'url'").
+        msg = BaseException.__str__(self)
         if self.url and self.url not in msg:
             return f"{self.url}: {msg}"
         return msg
 
 
-class NotFound(BackendError):
+class NotFound(BackendError, FileNotFoundError):
     """The object (or its bucket) does not exist."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, url=url, status=status)
+        self.errno, self.filename = _errno.ENOENT, url
 
 
 class BucketNotFound(NotFound):
     """The bucket or container does not exist."""
 
 
-class PermissionDenied(BackendError):
+class PermissionDenied(BackendError, PermissionError):
     """Access was refused (403) or credentials are missing or invalid."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, url=url, status=status)
+        self.errno, self.filename = _errno.EACCES, url
 
 
 class NoCredentials(PermissionDenied, ConfigError):

@@ -67,7 +67,6 @@ from synxfer import (
     ConfigError,
     NotFound,
     ObjectInfo,
-    PermissionDenied,
     SynxferError,
     TransferConfig,
     TransferResult,
@@ -181,8 +180,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
 
     async def _backend(self, path: str) -> tuple[Backend, str]:
         client = await self._get_client()
-        with _errors(path):
-            return await client.backend(self._url(path))
+        return await client.backend(self._url(path))
 
     async def _close(self) -> None:
         """Close the client (its connections and worker threads)."""
@@ -216,38 +214,35 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             return self._dir_entry("")  # the service: its buckets are its "directories"
         backend, key = await self._backend(path)
         root = self._root(path)
-        with _errors(path):
-            if self._is_root(path):
-                await backend.list_page("")  # the bucket exists
+        if self._is_root(path):
+            await backend.list_page("")  # the bucket exists
+            return self._dir_entry(path)
+        try:
+            return self._file_entry(root, await backend.stat(key))
+        except BucketNotFound:
+            raise
+        except NotFound:
+            if (await backend.list_page(key + "/")).items:
                 return self._dir_entry(path)
-            try:
-                return self._file_entry(root, await backend.stat(key))
-            except BucketNotFound:
-                raise
-            except NotFound:
-                if (await backend.list_page(key + "/")).items:
-                    return self._dir_entry(path)
-                raise
+            raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         client = await self._get_client()
         if not path and self.scheme != "file":
-            with _errors(self.unstrip_protocol("")):
-                buckets = await client.list_buckets(self.scheme)
+            buckets = await client.list_buckets(self.scheme)
             listed = [self._dir_entry(b.name) for b in buckets]
             return listed if detail else sorted(e["name"] for e in listed)
         root = self._root(path)
         url = self._url(path)
         prefix_url = url if url.endswith("/") else url + "/"
         entries: list[dict[str, Any]] = []
-        with _errors(path):
-            async for item in client.ls(prefix_url):
-                if isinstance(item, str):
-                    entries.append(self._dir_entry(self._name(root, item.rstrip("/"))))
-                elif not item.key.endswith("/"):  # a "directory marker" is no file
-                    entries.append(self._file_entry(root, item))
+        async for item in client.ls(prefix_url):
+            if isinstance(item, str):
+                entries.append(self._dir_entry(self._name(root, item.rstrip("/"))))
+            elif not item.key.endswith("/"):  # a "directory marker" is no file
+                entries.append(self._file_entry(root, item))
         if not entries and not self._is_root(path):
             info = await self._info(path)  # FileNotFoundError if nothing is there
             if info["type"] == "file":
@@ -270,17 +265,16 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         root = self._root(path)
         url = self._url(path)
         out: dict[str, dict[str, Any]] = {}
-        with _errors(path):
-            async for item in client.ls(url if url.endswith("/") else url + "/", recursive=True):
-                assert isinstance(item, ObjectInfo)
-                name = self._name(root, item.key)
-                if withdirs:
-                    parent = posixpath.dirname(name.rstrip("/"))
-                    while len(parent) > len(path) and parent not in out:
-                        out[parent] = self._dir_entry(parent)
-                        parent = posixpath.dirname(parent)
-                if not item.key.endswith("/"):
-                    out[name] = self._file_entry(root, item)
+        async for item in client.ls(url if url.endswith("/") else url + "/", recursive=True):
+            assert isinstance(item, ObjectInfo)
+            name = self._name(root, item.key)
+            if withdirs:
+                parent = posixpath.dirname(name.rstrip("/"))
+                while len(parent) > len(path) and parent not in out:
+                    out[parent] = self._dir_entry(parent)
+                    parent = posixpath.dirname(parent)
+            if not item.key.endswith("/"):
+                out[name] = self._file_entry(root, item)
         if withdirs and out and path:
             out[path] = self._dir_entry(path)
         if not out:
@@ -317,11 +311,10 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         method = kwargs.pop("method", "GET")
         if kwargs:
             raise TypeError(f"sign() got unexpected arguments {sorted(kwargs)}")
-        with _errors(path):
-            try:
-                return await client.presign(self._url(path), expires_in=expiration, method=method)
-            except ConfigError as exc:  # a bad expiration or method, as fsspec callers expect
-                raise ValueError(str(exc)) from exc
+        try:
+            return await client.presign(self._url(path), expires_in=expiration, method=method)
+        except ConfigError as exc:  # a bad expiration or method, as fsspec callers expect
+            raise ValueError(str(exc)) from exc
 
     # fsspec mirrors only the coroutines it knows of into blocking methods.
     modified = sync_wrapper(_modified)
@@ -335,23 +328,22 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     ) -> bytes:
         """Bytes ``[start, end)`` by one ranged read (negative: from the end)."""
         backend, key = await self._backend(path)
-        with _errors(path):
-            if (start is not None and start < 0) or (end is not None and end < 0):
-                size = (await backend.stat(key)).size
-                start = max(size + start, 0) if start is not None and start < 0 else start
-                end = max(size + end, 0) if end is not None and end < 0 else end
-            offset = start or 0
-            if end is not None and end <= offset:
-                return b""
-            length = None if end is None else end - offset
-            try:
-                return (await backend.read(key, offset, length)).data
-            except ConfigError:
-                raise
-            except SynxferError:
-                if offset > 0 and (await backend.stat(key)).size <= offset:
-                    return b""  # a range past the end, as files read
-                raise
+        if (start is not None and start < 0) or (end is not None and end < 0):
+            size = (await backend.stat(key)).size
+            start = max(size + start, 0) if start is not None and start < 0 else start
+            end = max(size + end, 0) if end is not None and end < 0 else end
+        offset = start or 0
+        if end is not None and end <= offset:
+            return b""
+        length = None if end is None else end - offset
+        try:
+            return (await backend.read(key, offset, length)).data
+        except ConfigError:
+            raise
+        except SynxferError:
+            if offset > 0 and (await backend.stat(key)).size <= offset:
+                return b""  # a range past the end, as files read
+            raise
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kw: Any) -> None:
         if mode == "create" and await self._exists(path):
@@ -371,8 +363,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             return  # object stores have no directories
         client = await self._get_client()
-        with _errors(rpath):
-            result = await client.upload_file(lpath, self._url(rpath))
+        result = await client.upload_file(lpath, self._url(rpath))
         if result.failures:
             await self._raise_if_no_bucket(rpath)
         _check(result)
@@ -402,28 +393,25 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             return  # a "directory": fsspec made it already
         client = await self._get_client()
-        with _errors(rpath):
-            try:
-                _check(await client.download_file(self._url(rpath), lpath))
-            except ConfigError:
-                if (await self._info(rpath))["type"] != "directory":
-                    raise
-                os.makedirs(lpath, exist_ok=True)
+        try:
+            _check(await client.download_file(self._url(rpath), lpath))
+        except ConfigError:
+            if (await self._info(rpath))["type"] != "directory":
+                raise
+            os.makedirs(lpath, exist_ok=True)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Object to object: server-side within a bucket, else streamed."""
         client = await self._get_client()
-        with _errors(path1):
-            try:
-                _check(await client.copy(self._url(path1), self._url(path2)))
-            except ConfigError:
-                if (await self._info(path1))["type"] != "directory":
-                    raise
+        try:
+            _check(await client.copy(self._url(path1), self._url(path2)))
+        except ConfigError:
+            if (await self._info(path1))["type"] != "directory":
+                raise
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         backend, key = await self._backend(path)
-        with _errors(path):
-            await backend.delete(key)
+        await backend.delete(key)
 
     async def _rm(self, path: Any, recursive: bool = False, **kwargs: Any) -> None:
         """Delete in batches (one request per up to 1,000 keys where the store can)."""
@@ -439,8 +427,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             backend, _ = await self._backend(first)
             keys = [(await self._backend(p))[1] for p in paths]
             keys += markers.get(root, [])
-            with _errors(first):
-                failed = await backend.delete_many(list(dict.fromkeys(k for k in keys if k)))
+            failed = await backend.delete_many(list(dict.fromkeys(k for k in keys if k)))
             if failed:
                 key, exc = next(iter(failed.items()))
                 raise OSError(errno.EIO, f"{len(failed)} deletes failed, e.g. {key}: {exc}")
@@ -461,10 +448,9 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             if has_magic(p):
                 continue  # a glob: its matches were expanded, markers are no match
             backend, key = await self._backend(p)
-            with _errors(p):
-                async for info in backend.list(key + "/" if key else ""):
-                    if info.key.endswith("/"):
-                        found.setdefault(self._root(p), []).append(info.key)
+            async for info in backend.list(key + "/" if key else ""):
+                if info.key.endswith("/"):
+                    found.setdefault(self._root(p), []).append(info.key)
         return found
 
     async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
@@ -487,8 +473,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             return await super()._put(lpath, rpath, recursive=recursive, **kwargs)
         dest = await self._tree_destination(lpath, rpath)
         client = await self._get_client()
-        with _errors(rpath):
-            _check(await client.copy(lpath, self._url(dest) + "/", recursive=True))
+        _check(await client.copy(lpath, self._url(dest) + "/", recursive=True))
         return None
 
     async def _get(self, rpath: Any, lpath: Any, recursive: bool = False, **kwargs: Any) -> Any:
@@ -501,8 +486,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         if (_trailing_sep(lpath) or os.path.isdir(dest)) and not _trailing_sep(rpath):
             dest = os.path.join(dest, posixpath.basename(src))
         client = await self._get_client()
-        with _errors(rpath):
-            _check(await client.copy(self._url(src) + "/", dest, recursive=True))
+        _check(await client.copy(self._url(src) + "/", dest, recursive=True))
         return None
 
     def _tree_source(
@@ -648,17 +632,6 @@ def _check(result: TransferResult) -> None:
     if result.failures:
         failure = result.failures[0]
         raise OSError(errno.EIO, f"{failure.path}: {failure.error}")
-
-
-@contextlib.contextmanager
-def _errors(path: str) -> Iterator[None]:
-    """synxfer's errors as the OSErrors fsspec callers expect."""
-    try:
-        yield
-    except (NotFound, BucketNotFound) as exc:
-        raise FileNotFoundError(errno.ENOENT, str(exc), path) from exc
-    except PermissionDenied as exc:
-        raise PermissionError(errno.EACCES, str(exc), path) from exc
 
 
 @contextlib.contextmanager
