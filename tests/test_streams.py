@@ -274,6 +274,10 @@ async def test_streamed_read_is_verified_on_stock_moto(stock_moto: Any, moto_buc
 # -- the command line: standard input and output ------------------------------------
 
 
+#: The test session's fake secret key (conftest): never in any output.
+_SECRET = os.environ["AWS_SECRET_ACCESS_KEY"].encode()
+
+
 def _env(endpoint: str) -> dict[str, str]:
     env = dict(os.environ)
     env["AWS_ENDPOINT_URL"] = endpoint
@@ -281,7 +285,7 @@ def _env(endpoint: str) -> dict[str, str]:
 
 
 def _cli(env: dict[str, str], *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "synxfer.cli.main", *args],
         env=env,
         input=stdin,
@@ -289,6 +293,8 @@ def _cli(env: dict[str, str], *args: str, stdin: bytes = b"") -> subprocess.Comp
         timeout=120,
         check=False,
     )
+    assert _SECRET not in proc.stdout + proc.stderr
+    return proc
 
 
 def test_cli_stdin_to_object_and_back_to_stdout(stock_moto: Any, moto_bucket: str) -> None:
@@ -620,3 +626,28 @@ async def test_blockstore_stream_round_trip(
             out = io.BytesIO()
             assert await c.get_stream("blocks://atB/s.bin", out) == len(data)
             assert out.getvalue() == data
+
+
+# -- SeaweedFS (auth on) -----------------------------------------------------------
+
+
+async def test_seaweedfs_stream_round_trip(
+    seaweed_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A multipart stream up and read back verified on SeaweedFS as it ships."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed_session.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed_session.secret_key)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    cfg = synxfer.TransferConfig(max_threads=4, part_size=PART, memory_budget=4 * PART)
+    bucket = f"t-{uuid.uuid4().hex[:16]}"
+    data = _data(2 * PART + 4321, 17)
+    async with synxfer.Client(cfg, endpoint_url=seaweed_session.endpoint_url) as c:
+        await c.make_bucket(f"s3://{bucket}")
+        url = f"s3://{bucket}/s.bin"
+        assert await c.put_stream(url, _Chunky(data)) == len(data)
+        reader = c.open(url)
+        async with reader:
+            assert b"".join([chunk async for chunk in reader]) == data
+        assert reader.verified is True
+        assert await c.put_bytes(f"s3://{bucket}/empty", b"") == 0
+        assert await c.get_bytes(f"s3://{bucket}/empty") == b""
