@@ -53,7 +53,6 @@ import dataclasses
 import logging
 import mimetypes
 import os
-import tempfile
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from operator import attrgetter
 from pathlib import Path, PurePosixPath
@@ -353,6 +352,8 @@ async def _upload_spooled(
     uploaded as a file, then removed: for a service that wants the content's
     MD5 before the upload starts (syn://) or a backend with no multipart
     upload. Memory is one part; disk is the stream's size."""
+    import tempfile  # only here: it imports shutil, random, bz2, lzma
+
     scheduler = engine.scheduler
     suffix = PurePosixPath(key).suffix
     fd, name = await scheduler.io(tempfile.mkstemp, suffix, ".synxfer-stream-")
