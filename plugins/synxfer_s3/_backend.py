@@ -566,7 +566,10 @@ class S3Backend(Backend):
         sent = next(iter(sums.items()), None) if sums else None
         if sent is not None and self._trust is not None:
             confirmed = echoed.get(sent[0]) == sent[1]
-            endpoint_trust(self._trust.endpoint, sent[0]).learn(confirmed)
+            trust = self._trust
+            if sent[0] != trust.algorithm:  # a chosen one: its own verdict
+                trust = endpoint_trust(trust.endpoint, sent[0])
+            trust.learn(confirmed)
             if confirmed:
                 return
         stated = etag_md5(etag, sse) if self.check_etag else None
