@@ -31,7 +31,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from synxfer import BackendOptions, Checksum
+from synxfer.backend import BackendOptions, Checksum
 from synxfer.testing import make_checksum
 from synxfer_s3 import S3Backend
 from synxfer_s3._xml import S3_NS

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import synxfer
-from synxfer import Capabilities, ConfigError, Event, EventKind, MiB
+from synxfer import ConfigError, Event, EventKind, MiB
 from synxfer._config import check_capabilities
+from synxfer.backend import Capabilities
 from synxfer.cli import main as cli
 from synxfer.cli._output import cli_words
 from synxfer.engine.parts import plan_part_size

@@ -11,9 +11,8 @@ import pytest
 
 import synxfer
 import synxfer.backend as sdk
-from synxfer import _exceptions, _models
+from synxfer import ConfigError, _exceptions, _models
 from synxfer.backend import (
-    ConfigError,
     bounded_map,
     first_error,
     option_bool,

@@ -24,14 +24,8 @@ import aiohttp
 import pytest
 
 import synxfer
-from synxfer import (
-    BackendOptions,
-    ConfigError,
-    NotFound,
-    PreconditionFailed,
-    TransientError,
-    WriteOptions,
-)
+from synxfer import ConfigError, NotFound, PreconditionFailed, TransientError, WriteOptions
+from synxfer.backend import BackendOptions
 from synxfer_blockstore import BlockStoreBackend, Secret, load_cluster
 from synxfer_blockstore.cluster import CLUSTER_ENV, find_cluster_file
 from synxfer_blockstore.placement import (

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 import synxfer
-from synxfer import BackendError, BackendOptions, ConfigError, WriteOptions
+from synxfer import BackendError, ConfigError, WriteOptions
+from synxfer.backend import BackendOptions
 from synxfer.cli import main as cli
 from synxfer_s3 import S3Backend
 from synxfer_scp import ScpBackend

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from synxfer import Backend, BackendOptions
+from synxfer.backend import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
 from synxfer_blockstore import BlockStoreBackend
 from synxfer_servers.blockd import BlockdProcess, start_all, write_cluster_file

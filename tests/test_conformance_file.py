@@ -19,18 +19,15 @@ from typing import Any, ClassVar
 import pytest
 
 from synxfer import (
-    Backend,
     BackendError,
-    BackendOptions,
     BucketNotFound,
-    Capabilities,
     NotFound,
     PreconditionFailed,
     TransientError,
     WriteOptions,
 )
 from synxfer._url import parse_location
-from synxfer.backend import resolve
+from synxfer.backend import Backend, BackendOptions, Capabilities, resolve
 from synxfer.testing import BackendConformance, BackendFixtures, make_checksum
 from synxfer_file import FileBackend
 

@@ -41,7 +41,7 @@ from typing import ClassVar
 import pytest
 import pytest_asyncio
 
-from synxfer import Backend, BackendOptions
+from synxfer.backend import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
 from synxfer_gcs import GcsBackend
 from synxfer_servers.gcs import GcsEmulator, GcsFront, create_bucket, wipe

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from synxfer import Backend, BackendOptions
+from synxfer.backend import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
 from synxfer_s3 import S3Backend
 from synxfer_scp import ScpBackend

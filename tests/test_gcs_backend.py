@@ -28,7 +28,6 @@ from google.auth import exceptions as gauth
 import synxfer
 from synxfer import (
     BackendError,
-    BackendOptions,
     BucketNotFound,
     CompletedPart,
     ConfigError,
@@ -42,7 +41,7 @@ from synxfer import (
     TransientError,
     WriteOptions,
 )
-from synxfer.backend import Checksum
+from synxfer.backend import BackendOptions, Checksum
 from synxfer_gcs import COMPOSITE_PREFIX, GcsBackend, resolve_endpoint
 from synxfer_gcs import _crc32c as crc32c
 from synxfer_gcs._errors import classify, error_for_status, map_error

@@ -21,8 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import synxfer
-from synxfer import BackendOptions, ConfigError
-from synxfer.backend import open_backend
+from synxfer import ConfigError
+from synxfer.backend import BackendOptions, open_backend
 from synxfer.cli.main import main
 
 DATA = os.urandom(300_000) + b"\r\n\n end"

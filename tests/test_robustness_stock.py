@@ -35,8 +35,8 @@ import boto3
 import pytest
 
 import synxfer
-from synxfer import MiB, RetryPolicy, TransferConfig
-from synxfer.backend import Backend, BackendError, TransientError
+from synxfer import BackendError, MiB, RetryPolicy, TransferConfig, TransientError
+from synxfer.backend import Backend
 from synxfer_servers.faultproxy import Fault, FaultProxy
 
 from .conftest import PART, write_tree

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from synxfer import (
-    BackendOptions,
     BucketNotFound,
     CompletedPart,
     MiB,
@@ -26,6 +25,7 @@ from synxfer import (
     TransientError,
     WriteOptions,
 )
+from synxfer.backend import BackendOptions
 from synxfer_s3 import S3Backend
 from synxfer_scp import ScpBackend
 

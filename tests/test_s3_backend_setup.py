@@ -30,7 +30,6 @@ from botocore.exceptions import (
 
 from synxfer import (
     BackendError,
-    BackendOptions,
     BucketNotFound,
     ConfigError,
     MiB,
@@ -41,6 +40,7 @@ from synxfer import (
     TransientError,
     WriteOptions,
 )
+from synxfer.backend import BackendOptions
 from synxfer_s3 import S3Backend, map_error
 from synxfer_s3._classify import classify
 from synxfer_s3._headers import header_checksums

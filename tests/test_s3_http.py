@@ -20,13 +20,8 @@ from typing import Any
 
 import pytest
 
-from synxfer.backend import (
-    BackendError,
-    HttpClient,
-    HttpResponse,
-    MiB,
-    TransientError,
-)
+from synxfer import BackendError, MiB, TransientError
+from synxfer.backend import HttpClient, HttpResponse
 from synxfer_s3._credentials import (
     Credentials,
     StaticCredentials,

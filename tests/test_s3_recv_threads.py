@@ -20,14 +20,8 @@ from typing import Any
 
 import pytest
 
-from synxfer.backend import (
-    BackendOptions,
-    ConfigError,
-    HttpClient,
-    HttpResponse,
-    MiB,
-    TransientError,
-)
+from synxfer import ConfigError, MiB, TransientError
+from synxfer.backend import BackendOptions, HttpClient, HttpResponse
 from synxfer.backend._protocol import OFFLOAD_MIN, Connection
 from synxfer_s3 import S3Backend
 

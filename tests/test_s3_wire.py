@@ -23,12 +23,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from synxfer.backend import (
-    ConfigError,
-    HttpClient,
-    HttpResponse,
-    PermissionDenied,
-)
+from synxfer import ConfigError, PermissionDenied
+from synxfer.backend import HttpClient, HttpResponse
 from synxfer_s3._credentials import (
     Credentials,
     StaticCredentials,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from synxfer.backend import (
+from synxfer import (
     BackendError,
     BucketNotFound,
     MiB,

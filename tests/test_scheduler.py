@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import synxfer
-from synxfer import BackendOptions, KiB, MiB, WriteOptions
-from synxfer.backend import RequestLimiter
+from synxfer import KiB, MiB, WriteOptions
+from synxfer.backend import BackendOptions, RequestLimiter
 from synxfer.engine.budget import BufferPool
 from synxfer.engine.parts import Part, split
 from synxfer.engine.scheduler import CallBatch, Lease, RequestSlots, Scheduler

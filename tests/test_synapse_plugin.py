@@ -31,6 +31,7 @@ from synxfer import (
     BucketNotFound,
     Client,
     ConfigError,
+    MiB,
     NoCredentials,
     NotFound,
     PermissionDenied,
@@ -38,7 +39,7 @@ from synxfer import (
     TransferConfig,
     TransientError,
 )
-from synxfer.backend import BackendOptions, MiB
+from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend, load_settings
 from synxfer_synapse._config import PRODUCTION_ENDPOINTS
 from synxfer_synapse._rest import SynapseRest

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from synxfer import BackendOptions, WriteOptions
+from synxfer import WriteOptions
+from synxfer.backend import BackendOptions
 from synxfer.engine.scheduler import RequestSlots
 from synxfer.layers import LimitLayer
 from synxfer_s3 import S3Backend

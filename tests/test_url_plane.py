@@ -26,14 +26,9 @@ from typing import Any
 import pytest
 
 import synxfer
-from synxfer import MiB
+from synxfer import BackendError, ListPage, MiB, NotFound, ObjectInfo, ReadResult
 from synxfer.backend import (
-    BackendError,
     BackendOptions,
-    ListPage,
-    NotFound,
-    ObjectInfo,
-    ReadResult,
     SignedUrl,
     UploadRequest,
     UrlBackend,

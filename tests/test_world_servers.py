@@ -31,7 +31,8 @@ import pytest
 import pytest_asyncio
 
 import synxfer
-from synxfer import Backend, BackendOptions, MiB
+from synxfer import MiB
+from synxfer.backend import Backend, BackendOptions
 from synxfer.testing import BackendConformance, BackendFixtures
 from synxfer_s3 import S3Backend
 
