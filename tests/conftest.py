@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer import MiB
 from synxfer.layers import Layer
 
@@ -130,7 +131,7 @@ def run_forked(fn: Callable[[], object], *, as_nobody: bool = False) -> object:
 class CountingLayer(Layer):
     """Counts backend calls by operation; the backend below stays real."""
 
-    def __init__(self, inner: synxfer.Backend, counts: Counter[str]) -> None:
+    def __init__(self, inner: synxfer.backend.Backend, counts: Counter[str]) -> None:
         super().__init__(inner)
         self.counts = counts
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer import ConfigError, Event, EventKind, MiB
 from synxfer._config import check_capabilities
 from synxfer.backend import Capabilities
@@ -90,16 +91,16 @@ def test_scp_takes_its_own_endpoint_never_aws_endpoint_url(
     monkeypatch.delenv("SCP_ENDPOINT_URL", raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)  # S3's, not SCP's
     with pytest.raises(ConfigError) as exc:
-        ScpBackend("b", synxfer.BackendOptions())
+        ScpBackend("b", synxfer.backend.BackendOptions())
     assert "Client(endpoint_url=...)" in str(exc.value)
     assert "SCP_ENDPOINT_URL" in str(exc.value)
     assert "--endpoint-url" not in str(exc.value)
     monkeypatch.setenv("SCP_ENDPOINT_URL", "http://127.0.0.1:9")
-    assert ScpBackend("b", synxfer.BackendOptions()).endpoint_url == "http://127.0.0.1:9"
-    given = synxfer.BackendOptions(endpoint_url="http://127.0.0.1:8")
+    assert ScpBackend("b", synxfer.backend.BackendOptions()).endpoint_url == "http://127.0.0.1:9"
+    given = synxfer.backend.BackendOptions(endpoint_url="http://127.0.0.1:8")
     assert ScpBackend("b", given).endpoint_url == "http://127.0.0.1:8"
     with pytest.raises(ConfigError, match=r"Client\(endpoint_url=\.\.\.\)"):
-        ScpBackend("b", synxfer.BackendOptions(endpoint_url="ftp://x"))
+        ScpBackend("b", synxfer.backend.BackendOptions(endpoint_url="ftp://x"))
 
 
 def test_the_cli_says_endpoint_url_for_scp(tmp_path: Path, s3_endpoint: str) -> None:
@@ -132,7 +133,7 @@ def test_s3_messages_name_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with pytest.raises(ConfigError) as exc:
-        S3Backend("b", synxfer.BackendOptions(endpoint_url="ftp://x"))
+        S3Backend("b", synxfer.backend.BackendOptions(endpoint_url="ftp://x"))
     assert "Client(endpoint_url=...)" in str(exc.value)
     assert "--endpoint-url" not in str(exc.value)
     assert "Client(profile=...)" in CREDENTIALS_HINT

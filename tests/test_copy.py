@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer import MiB
 from synxfer.layers import Layer
 
@@ -152,7 +153,7 @@ async def test_copy_checks_the_stream_against_the_source_checksum(
                 return dataclasses.replace(result, checksums={"crc32c": wrong}, metadata={})
             return result
 
-    def wrap(b: synxfer.Backend) -> synxfer.Backend:
+    def wrap(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         return Vouch(b) if b.bucket == bucket else b
 
     config = SMALL.evolve(retry=synxfer.RetryPolicy(attempts=3, initial_delay=0.01))
@@ -170,7 +171,7 @@ async def test_copy_checks_the_stream_against_the_source_checksum(
     assert s3.list_multipart_uploads(Bucket=bucket2).get("Uploads", []) == []
 
 
-def _s3_backend(backend: synxfer.Backend) -> Any:
+def _s3_backend(backend: synxfer.backend.Backend) -> Any:
     """The S3 backend under a client's layers."""
     while isinstance(backend, Layer):
         backend = backend.inner
@@ -250,7 +251,9 @@ async def test_copy_scope_is_endpoint_and_credentials(s3_endpoint: str) -> None:
     from synxfer_s3 import S3Backend
 
     def backend(bucket: str, **kw: Any) -> S3Backend:
-        return S3Backend(bucket, synxfer.BackendOptions(**{"endpoint_url": s3_endpoint, **kw}))
+        return S3Backend(
+            bucket, synxfer.backend.BackendOptions(**{"endpoint_url": s3_endpoint, **kw})
+        )
 
     closed = backend("a")
     assert closed.copy_scope() is None  # not open yet: nothing to compare
@@ -338,7 +341,9 @@ async def test_gcs_copy_scope_is_endpoint_and_credentials(gcs_emulator: str) -> 
     from synxfer_gcs import GcsBackend
 
     def backend(bucket: str, endpoint: str = gcs_emulator, **extra: str) -> Any:
-        return GcsBackend(bucket, synxfer.BackendOptions(endpoint_url=endpoint, extra=extra))
+        return GcsBackend(
+            bucket, synxfer.backend.BackendOptions(endpoint_url=endpoint, extra=extra)
+        )
 
     a, b = backend("a"), backend("b")
     assert a.copy_scope() is not None

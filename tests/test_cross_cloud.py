@@ -18,6 +18,7 @@ import boto3
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer import MiB
 from synxfer.layers import Layer
 from synxfer_servers.gcs import GcsEmulator, GcsFront, create_bucket
@@ -107,7 +108,7 @@ async def test_destination_checksum_mismatch_deletes_the_copy(
     async with _client(s3_endpoint) as c:
         await c.sync_to(src, f"s3://{bucket}/p")
 
-    def wrap(b: synxfer.Backend) -> synxfer.Backend:
+    def wrap(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         return _MisreportCrc(b) if b.scheme == "gs" else b
 
     async with _client(s3_endpoint, layers=[wrap]) as c:

@@ -22,6 +22,7 @@ import boto3
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer.layers import Layer
 
 from .conftest import PART, SMALL
@@ -31,7 +32,9 @@ class _Reads(Layer):
     """Records every ``read_into`` as (offset, length, if_match); with
     ``replace``, first overwrites the object with those bytes (once)."""
 
-    def __init__(self, inner: synxfer.Backend, endpoint: str, replace: bytes | None) -> None:
+    def __init__(
+        self, inner: synxfer.backend.Backend, endpoint: str, replace: bytes | None
+    ) -> None:
         super().__init__(inner)
         self.endpoint = endpoint
         self.replace = replace
@@ -54,7 +57,7 @@ async def _download(
 ) -> tuple[synxfer.TransferResult, _Reads]:
     layers: list[_Reads] = []
 
-    def record(b: synxfer.Backend) -> synxfer.Backend:
+    def record(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         layers.append(_Reads(b, endpoint, replace))
         return layers[-1]
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer import MiB, TransferConfig
 from synxfer.engine.download import fetch_size
 from synxfer.engine.parts import Part
@@ -54,7 +55,7 @@ def test_covering_gives_a_fetch_its_ranges_back() -> None:
 class _Gets(synxfer.layers.Layer):
     """Records every ranged read: (offset, length)."""
 
-    def __init__(self, inner: synxfer.Backend) -> None:
+    def __init__(self, inner: synxfer.backend.Backend) -> None:
         super().__init__(inner)
         self.reads: list[tuple[int, int]] = []
 
@@ -87,7 +88,7 @@ async def test_a_multipart_object_comes_in_fetches_of_whole_parts_and_is_verifie
         assert (await client.sync_to(tmp_path / "src", f"s3://{bucket}/v")).ok
     gets: list[_Gets] = []
 
-    def record(b: synxfer.Backend) -> synxfer.Backend:
+    def record(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         gets.append(_Gets(b))
         return gets[-1]
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer_servers.gcs import GcsEmulator, create_bucket, wipe
 
 from .conftest import SMALL
@@ -145,5 +146,5 @@ def test_gcs_endpoint_errors_name_no_cli_flag() -> None:
     from synxfer_gcs import resolve_endpoint
 
     with pytest.raises(synxfer.ConfigError, match="invalid GCS endpoint 'ftp://x'") as info:
-        resolve_endpoint(synxfer.BackendOptions(endpoint_url="ftp://x"))
+        resolve_endpoint(synxfer.backend.BackendOptions(endpoint_url="ftp://x"))
     assert "--" not in str(info.value)

@@ -35,6 +35,7 @@ import pytest
 from boto3.s3.transfer import TransferConfig as Boto3TransferConfig
 
 import synxfer
+import synxfer.backend
 from synxfer import MiB, RetryPolicy, TransferConfig
 from synxfer_servers.faultproxy import Fault, FaultProxy
 from synxfer_servers.s3 import HOST, MotoProcess
@@ -597,7 +598,7 @@ async def test_find_layout_trusts_only_a_layout_the_last_part_confirms() -> None
     from synxfer import PartInfo
     from synxfer.engine.verify import Layout, find_layout
 
-    class Parts(synxfer.Backend):
+    class Parts(synxfer.backend.Backend):
         def __init__(self, sizes: list[int], tell_offset: bool = True) -> None:
             self.sizes, self.tell_offset = sizes, tell_offset
             self.asked: list[int] = []
@@ -624,7 +625,9 @@ class _Vouch(synxfer.layers.Layer):
     """Makes the server vouch for exactly ``checksums`` (one algorithm), as a
     store that computed it would: on HEADs and GETs alike."""
 
-    def __init__(self, inner: synxfer.Backend, checksums: dict[str, dict[str, str]]) -> None:
+    def __init__(
+        self, inner: synxfer.backend.Backend, checksums: dict[str, dict[str, str]]
+    ) -> None:
         super().__init__(inner)
         self.checksums = checksums  # key -> checksums
 
@@ -639,7 +642,7 @@ class _CorruptFirst(synxfer.layers.Layer):
     """Inverts one byte of the first read of every range (as the fault proxy
     does on the wire, after the transport's own checks)."""
 
-    def __init__(self, inner: synxfer.Backend) -> None:
+    def __init__(self, inner: synxfer.backend.Backend) -> None:
         super().__init__(inner)
         self.seen: set[tuple[str, int]] = set()
         self.corrupted = 0
@@ -723,7 +726,7 @@ async def test_each_checksum_kind_catches_corruption_and_refetches(
     }
     corrupters: list[_CorruptFirst] = []
 
-    def corrupt(b: synxfer.Backend) -> synxfer.Backend:
+    def corrupt(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         corrupters.append(_CorruptFirst(b))
         return corrupters[-1]
 
@@ -813,7 +816,7 @@ async def test_gcs_downloads_are_checked_against_crc32c(
     expected = _write(src, files, seed=7)
     corrupters: list[_CorruptFirst] = []
 
-    def corrupt(b: synxfer.Backend) -> synxfer.Backend:
+    def corrupt(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         corrupters.append(_CorruptFirst(b))
         return corrupters[-1]
 

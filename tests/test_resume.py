@@ -23,6 +23,7 @@ import boto3
 import pytest
 
 import synxfer
+import synxfer.backend
 from synxfer import EventKind
 from synxfer.engine.journal import Journal, ResumeJournal
 from synxfer.layers import Layer
@@ -156,7 +157,7 @@ class _CancelAfterCreate(Layer):
     """Cancels ``target`` the moment CreateMultipartUpload's reply has arrived,
     before the engine could journal the upload (as a Ctrl-C landing then would)."""
 
-    def __init__(self, inner: synxfer.Backend, target: list[asyncio.Task[Any]]) -> None:
+    def __init__(self, inner: synxfer.backend.Backend, target: list[asyncio.Task[Any]]) -> None:
         super().__init__(inner)
         self.target = target
         self.created: list[str] = []
@@ -205,7 +206,7 @@ async def test_cancel_between_create_and_journal_leaks_no_upload(
 
         monkeypatch.setattr(ResumeJournal, "upload_start", gated_start)
 
-    def layer(b: synxfer.Backend) -> synxfer.Backend:
+    def layer(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         layers.append(_CancelAfterCreate(b, target if where == "after-create" else []))
         return layers[-1]
 

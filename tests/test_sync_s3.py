@@ -18,6 +18,7 @@ import boto3
 import pytest
 
 import synxfer
+import synxfer.backend
 import synxfer.layers
 from synxfer import Action, EventKind, MiB
 
@@ -409,7 +410,7 @@ class _CorruptOnce(synxfer.layers.Layer):
     """Flips one byte of the first put and the first part in flight, keeping
     the checksum of the original bytes: what a bad NIC or proxy would do."""
 
-    def __init__(self, inner: synxfer.Backend) -> None:
+    def __init__(self, inner: synxfer.backend.Backend) -> None:
         super().__init__(inner)
         self.corrupted: set[str] = set()
 
@@ -429,7 +430,7 @@ async def test_corruption_in_flight_is_refused_and_retried(
     src = make_tree({"small": 1000, "big": 2 * PART + 10})
     layers: list[_CorruptOnce] = []
 
-    def corrupt(b: synxfer.Backend) -> synxfer.Backend:
+    def corrupt(b: synxfer.backend.Backend) -> synxfer.backend.Backend:
         layers.append(_CorruptOnce(b))
         return layers[-1]
 
@@ -450,7 +451,9 @@ class _VouchCrc32c(synxfer.layers.Layer):
     vouch for the bytes either (a wrong claim with another that matches
     lands the file: tests/test_download_claims.py)."""
 
-    def __init__(self, inner: synxfer.Backend, crc_b64: str, *, alone: bool = False) -> None:
+    def __init__(
+        self, inner: synxfer.backend.Backend, crc_b64: str, *, alone: bool = False
+    ) -> None:
         super().__init__(inner)
         self.crc_b64 = crc_b64
         self.alone = alone
