@@ -13,13 +13,14 @@ A client belongs to the event loop it is first used on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import posixpath
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 from ._config import TransferConfig, check_capabilities, check_write_options
 from ._exceptions import BucketNotFound, ConfigError, NotFound
@@ -56,8 +57,12 @@ from .engine.stream import (
     upload_stream,
     write_to,
 )
+from .engine.tree import TreeHost, as_prefix, dest_dir, existing_dir, local_remote_error
 from .engine.verify import retry_mismatch
 from .layers import LimitLayer, RetryLayer, TimeoutLayer
+
+if TYPE_CHECKING:
+    from ._scaleout import ClientSettings
 
 __all__ = ["Client"]
 
@@ -373,7 +378,7 @@ class Client:
             return await self._scale_out(
                 local, url, args, dryrun, files, options.get("write_options")
             )
-        root = _existing_dir(Path(local))
+        root = existing_dir(Path(local))
         loc = self._remote(url)
         write_options = options.get("write_options")
         backend = await self._writable(loc, write_options)
@@ -385,7 +390,7 @@ class Client:
             run,
             root,
             backend,
-            _as_prefix(loc.key),
+            as_prefix(loc.key),
             _plan_args(options, self.follow_symlinks),
         )
         await self._engine.execute(jobs, run)
@@ -405,14 +410,14 @@ class Client:
             files, dryrun = options.get("files"), options.get("dryrun", False)
             return await self._scale_out(url, local, args, dryrun, files)
         loc = self._remote(url)
-        root = _dest_dir(Path(local))
+        root = dest_dir(Path(local))
         backend = await self._backend(loc)
         run = Run(options.get("dryrun", False), no_clobber=options.get("no_clobber", False))
         jobs = await plan_download(
             self._engine,
             run,
             backend,
-            _as_prefix(loc.key),
+            as_prefix(loc.key),
             root,
             _plan_args(options, self.follow_symlinks),
         )
@@ -442,7 +447,7 @@ class Client:
                 options.get("dryrun", False),
                 options.get("write_options"),
             )
-        raise _local_remote_error(s, d)
+        raise local_remote_error(s, d)
 
     async def copy(
         self,
@@ -510,7 +515,7 @@ class Client:
                     s, d, write_options=write_options, version_id=version_id
                 )
                 return await self._single(job, dryrun, write_options, overwrite)
-            raise _local_remote_error(s, d)
+            raise local_remote_error(s, d)
         args = PlanArgs(Filters(filters), Compare.ALWAYS, False, self.follow_symlinks, overwrite)
         if self._scaled(files):
             return await self._scale_out(src, dst, args, dryrun, files, write_options)
@@ -520,14 +525,14 @@ class Client:
         if s.is_local and not d.is_local:
             backend = await self._writable(d, write_options)
             run.write_options = self._guarded(backend, write_options, overwrite)
-            root = _existing_dir(Path(_str(src)))
-            jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
+            root = existing_dir(Path(_str(src)))
+            jobs = await plan_upload(self._engine, run, root, backend, as_prefix(d.key), args)
         elif d.is_local and not s.is_local:
             backend = await self._backend(s)
-            root = _dest_dir(Path(_str(dst)))
-            jobs = await plan_download(self._engine, run, backend, _as_prefix(s.key), root, args)
+            root = dest_dir(Path(_str(dst)))
+            jobs = await plan_download(self._engine, run, backend, as_prefix(s.key), root, args)
         else:
-            raise _local_remote_error(s, d)
+            raise local_remote_error(s, d)
         await self._engine.execute(jobs, run)
         return run.finish()
 
@@ -594,7 +599,7 @@ class Client:
         """The jobs of a wildcard source (see :meth:`copy`); NotFound when it
         matches nothing."""
         if s.is_local and d.is_local:
-            raise _local_remote_error(s, d)
+            raise local_remote_error(s, d)
         sep = os.sep if s.is_local else "/"
         text = str(s.path) if s.is_local else s.key
         base, start, pattern = split_glob(text, sep)
@@ -609,17 +614,17 @@ class Client:
             root = Path(base or ".")
             if not root.is_dir():
                 raise NotFound(f"{s}: no file matches the wildcard ({root} is no directory)")
-            jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
+            jobs = await plan_upload(self._engine, run, root, backend, as_prefix(d.key), args)
         else:
             args = PlanArgs(flt, Compare.ALWAYS, False, self.follow_symlinks, overwrite, start)
             src = await self._backend(s)
             if d.is_local:
-                root = _dest_dir(Path(_str(d.path or "")))
+                root = dest_dir(Path(_str(d.path or "")))
                 jobs = await plan_download(self._engine, run, src, base, root, args)
             else:
                 self._check_endpoints(s, d)
                 dst = await self._writable(d, write_options)
-                prefix = _as_prefix(d.key)
+                prefix = as_prefix(d.key)
                 jobs = await plan_copy(self._engine, run, src, base, dst, prefix, args)
         result = run.result
         if not jobs and not result.files_skipped and not result.failures:
@@ -657,7 +662,7 @@ class Client:
         files: Sequence[str | tuple[str, str]] | None,
         write_options: WriteOptions | None = None,
     ) -> TransferResult:
-        from ._scaleout import run_tree
+        from ._scaleout import ClientSettings, run_tree
 
         if args.overwrite:
             raise _not_scaled(args.overwrite)
@@ -672,9 +677,31 @@ class Client:
         d = parse_location(_str(dst))
         if not d.is_local:
             await self._writable(d, write_options)  # refused here, not in every shard
-        return await run_tree(
-            self, _str(src), _str(dst), args, dryrun, files, write_options=write_options
+        settings = ClientSettings(
+            shard_host,
+            endpoint_url=o.endpoint_url,
+            region=o.region,
+            profile=o.profile,
+            endpoints=dict(self._endpoints),
+            backend_options={k: dict(v) for k, v in self._extra.items()},
+            follow_symlinks=self.follow_symlinks,
+            layers=self._layers,
         )
+        return await run_tree(
+            self._tree_host(),
+            settings,
+            self._dask,
+            _str(src),
+            _str(dst),
+            args,
+            dryrun,
+            files,
+            write_options=write_options,
+        )
+
+    def _tree_host(self) -> TreeHost:
+        """This client's engine and backends, for :mod:`synxfer.engine.tree`."""
+        return TreeHost(self._engine, self.backend, self.follow_symlinks, self._check_endpoints)
 
     async def _copy_one(
         self, s: Location, d: Location, dryrun: bool, write_options: WriteOptions | None = None
@@ -730,7 +757,7 @@ class Client:
         """
         s, d = parse_location(_str(src)), parse_location(_str(dst))
         if s.is_local and d.is_local:
-            raise _local_remote_error(s, d)
+            raise local_remote_error(s, d)
         run = Run(dryrun, write_options=write_options, no_clobber=no_clobber)
         overwrite = _overwrite(no_clobber)
         jobs: Sequence[Job]
@@ -757,22 +784,22 @@ class Client:
             if s.is_local:
                 backend = await self._writable(d, write_options)
                 run.write_options = self._guarded(backend, write_options, overwrite)
-                root = _existing_dir(Path(_str(src)))
-                jobs = await plan_upload(self._engine, run, root, backend, _as_prefix(d.key), args)
+                root = existing_dir(Path(_str(src)))
+                jobs = await plan_upload(self._engine, run, root, backend, as_prefix(d.key), args)
             elif d.is_local:
                 backend = await self._backend(s)
-                root = _dest_dir(Path(_str(dst)))
-                prefix = _as_prefix(s.key)
+                root = dest_dir(Path(_str(dst)))
+                prefix = as_prefix(s.key)
                 jobs = await plan_download(self._engine, run, backend, prefix, root, args)
             else:
                 self._check_endpoints(s, d)
                 if (s.scheme, s.bucket) == (d.scheme, d.bucket):
-                    a, b = _as_prefix(s.key), _as_prefix(d.key)
+                    a, b = as_prefix(s.key), as_prefix(d.key)
                     if a.startswith(b) or b.startswith(a):
                         raise ConfigError(f"cannot move {s} into itself ({d})")
                 sb, db = await self._backend(s), await self._writable(d, write_options)
-                prefix = _as_prefix(d.key)
-                jobs = await plan_copy(self._engine, run, sb, _as_prefix(s.key), db, prefix, args)
+                prefix = as_prefix(d.key)
+                jobs = await plan_copy(self._engine, run, sb, as_prefix(s.key), db, prefix, args)
         await self._engine.execute(jobs, run)
         # A file that failed, or that the store kept (a conditional write), keeps its source.
         failed = {failure.path for failure in run.result.failures} | run.kept
@@ -792,7 +819,7 @@ class Client:
         src, dst = await self._backend(s), await self._writable(d, write_options)
         run = Run(dryrun, write_options=write_options)
         jobs = await plan_copy(
-            self._engine, run, src, _as_prefix(s.key), dst, _as_prefix(d.key), args
+            self._engine, run, src, as_prefix(s.key), dst, as_prefix(d.key), args
         )
         await self._engine.execute(jobs, run)
         return run.finish()
@@ -859,7 +886,7 @@ class Client:
                 # Deleting a missing key succeeds on object stores: say so instead.
                 await _stat_object(backend, loc.key, url, "delete")
             return await self._execute([DeleteRemoteJob(backend, [loc.key])], dryrun)
-        prefix = _as_prefix(loc.key)
+        prefix = as_prefix(loc.key)
         flt = Filters(filters)
         # Folder markers too (the prefix's own included): nothing is left behind.
         listed = await list_remote(backend, prefix, markers=True)
@@ -1081,12 +1108,33 @@ class Client:
 # -- helpers ---------------------------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def shard_host(
+    config: TransferConfig,
+    settings: ClientSettings,
+    on_event: Callable[[Event], None] | None,
+) -> AsyncIterator[TreeHost]:
+    """The client of one scale-out shard, built as the driver's was.
+
+    Scale-out reaches it through :class:`~synxfer._scaleout.ClientSettings`
+    (it pickles by name), so scale-out never imports the client.
+    """
+    async with Client(
+        config,
+        endpoint_url=settings.endpoint_url,
+        region=settings.region,
+        profile=settings.profile,
+        endpoints=settings.endpoints,
+        backend_options=settings.backend_options,
+        follow_symlinks=settings.follow_symlinks,
+        layers=settings.layers,
+        on_event=on_event,
+    ) as client:
+        yield client._tree_host()
+
+
 def _str(value: PathLike) -> str:
     return os.fspath(value)
-
-
-def _as_prefix(key: str) -> str:
-    return key if not key or key.endswith("/") else key + "/"
 
 
 def _plan_args(options: SyncOptions, follow_symlinks: bool) -> PlanArgs:
@@ -1163,20 +1211,6 @@ def _existing_file(path: Path) -> Path:
     return path
 
 
-def _existing_dir(path: Path) -> Path:
-    if not path.exists():
-        raise ConfigError(f"{path}: no such directory")
-    if not path.is_dir():
-        raise ConfigError(f"{path} is a file, not a directory; use cp to copy one file")
-    return path
-
-
-def _dest_dir(path: Path) -> Path:
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{path} exists and is not a directory")
-    return path
-
-
 def _prefix_error(url: str, verb: str) -> ConfigError:
     return ConfigError(
         f"{url} names a prefix, not an object: {verb} everything under it with recursive=True"
@@ -1243,7 +1277,3 @@ def _no_buckets(scheme: str, primitive: str) -> ConfigError:
     return ConfigError(
         f"{scheme}:// buckets cannot be {verb} here (the backend has no {primitive})"
     )
-
-
-def _local_remote_error(s: Location, d: Location) -> ConfigError:
-    return ConfigError(f"{s} and {d} are both local paths; one side must be a URL")

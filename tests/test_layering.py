@@ -263,3 +263,26 @@ def test_what_the_rules_allow(module: str, source: str) -> None:
         for why in violations(module, imported)
     ]
     assert found == []
+
+
+def top_level_definitions() -> Iterator[tuple[str, str]]:
+    """(module, name) of every top-level function and class in ``synxfer``."""
+    for path, module in _sources():
+        if not _under(module, "synxfer"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                yield module, node.name
+
+
+def test_tree_helpers_live_in_one_place() -> None:
+    """The helpers that tree operations share (the no-op job of a refused file,
+    a key as a prefix, the clean-up of abandoned uploads) are written once: a
+    second copy drifts from the first."""
+    stems = ("noted", "as_prefix", "abort_abandoned")
+    homes: dict[str, list[str]] = {stem: [] for stem in stems}
+    for module, name in top_level_definitions():
+        for stem in stems:
+            if name.lstrip("_").lower().startswith(stem):
+                homes[stem].append(f"{module}.{name}")
+    assert {stem: found for stem, found in homes.items() if len(found) > 1} == {}

@@ -490,7 +490,7 @@ def test_files_from_with_compress_resyncs_nothing(
     size differs from its compressed object's is settled by a HEAD (the
     original size), as a sync is: the second run sends nothing."""
     pytest.importorskip("zstandard")
-    from synxfer._scaleout import _items
+    from synxfer.engine import items as _items
 
     monkeypatch.setattr(_items, "STAT_LIMIT", 0)  # one listing, not a HEAD per item
     names = ["a.txt", "sub/b.txt", "sub/c.txt"]
@@ -587,8 +587,8 @@ def _cmdline(pid: int) -> bytes:
 def test_an_item_list_is_looked_up_by_one_listing_or_a_head_each_whichever_is_fewer(
     moto: str, bkt: str, make_tree: Callable[..., Path]
 ) -> None:
-    from synxfer._scaleout._items import _lookup
     from synxfer.engine.compare import Compare
+    from synxfer.engine.items import _lookup
 
     from .conftest import CountingLayer
 

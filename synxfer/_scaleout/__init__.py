@@ -1,19 +1,23 @@
 """Scale-out: one plan, many engines (issue 12; see docs/scaling.md).
 
-Above the engine, beside the client: the client hands a tree operation here
+Above the engine, below the client: the client hands a tree operation here
 when it has an explicit list of files (``files=``, ``--files-from``), runs
 on several processes (``TransferConfig.processes``) or on Dask
 (``Client(dask=...)``). Nothing here is imported by ``import synxfer`` or
-the CLI unless one of those is asked for.
+the CLI unless one of those is asked for, and nothing here imports the
+client: planning, running and the clean-up of abandoned uploads are
+:mod:`synxfer.engine.tree`'s, which the client calls too; this package only
+places shards (docs/decisions/0040-one-home-for-tree-operations.md).
 
 The driver (this module, in the caller's process) plans once: it lists and
 compares as a one-engine sync would, keeps the deletions for itself, and
 splits the transfers into shards balanced by bytes and files
 (:mod:`._shards`). Each shard runs in its own engine -- its own process or
-Dask task, event loop and :class:`~synxfer.Client`, with its share of the
-machine's limits -- as an explicit list of items planned again by the sync
-rules (:mod:`._items`), so a shard run twice transfers only what has not
-landed. Results merge into one :class:`~synxfer.TransferResult`; deletions
+Dask task, event loop and client (built by the factory the driver's client
+passed in :class:`ClientSettings`), with its share of the machine's limits
+-- as an explicit list of items planned again by the sync rules
+(:mod:`synxfer.engine.items`), so a shard run twice transfers only what has
+not landed. Results merge into one :class:`~synxfer.TransferResult`; deletions
 run only after every shard finished.
 """
 
@@ -23,20 +27,19 @@ import logging
 import pickle
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
 
 from .._exceptions import ConfigError
 from .._models import Action, Event, EventKind, TransferResult, WriteOptions
-from .._url import parse_location
-from ..engine.compare import Compare
-from ..engine.core import Engine, Job, Run
-from ..engine.filters import Filters
+from ..engine import tree
+from ..engine.core import Job, Run
+from ..engine.items import Item, TreeOp, as_items, plan_items, read_files_from
 from ..engine.jobs import CopyJob, DownloadJob, UploadJob
-from ..engine.plan import PlanArgs, plan_copy, plan_download, plan_upload
-from ._items import Item, Side, TreeOp, as_items, plan_items, read_files_from
+from ..engine.plan import PlanArgs
+from ..engine.tree import TreeHost, open_op, plan_tree, run_items, tree_kind
 from ._shards import (
     ClientSettings,
     PackedEvent,
+    Runner,
     ShardSpec,
     engine_config,
     merge,
@@ -46,16 +49,12 @@ from ._shards import (
     unpack_event,
 )
 
-if TYPE_CHECKING:
-    from ..client import Client
-
 __all__ = [
+    "ClientSettings",
     "FileSpec",
     "Item",
     "Runner",
-    "open_op",
     "read_files_from",
-    "run_items",
     "run_tree",
 ]
 
@@ -65,115 +64,13 @@ log = logging.getLogger("synxfer")
 FileSpec = Iterable[str | tuple[str, str] | Item]
 
 
-class Runner(Protocol):
-    """Runs shard specs somewhere (a process pool, a Dask cluster)."""
-
-    #: Shards to cut the plan into (engines that run at once, in all).
-    slots: int
-    #: Engines that run at once on one machine: each gets 1/share of the limits.
-    share: int
-
-    async def run(
-        self, specs: Sequence[ShardSpec], deliver: DeliverEvents
-    ) -> list[TransferResult | BaseException]: ...
-
-    async def close(self) -> None: ...
-
-
-class DeliverEvents(Protocol):
-    def __call__(self, batch: Sequence[PackedEvent]) -> None: ...
-
-
-# --------------------------------------------------------------------------- one engine
-
-
-async def open_op(
-    client: Client,
-    kind: Action,
-    src: str,
-    dst: str,
-    mode: Compare,
-    filters: Filters | None = None,
-) -> TreeOp:
-    """The sides of a tree operation, remote ones opened through ``client``."""
-
-    async def side(value: str, local: bool) -> Side:
-        loc = parse_location(value)
-        if local:
-            assert loc.path is not None, value
-            return Side(root=loc.path)
-        backend, key = await client.backend(value)
-        return Side(backend=backend, prefix=_as_prefix(key))
-
-    return TreeOp(
-        kind,
-        await side(src, kind is Action.UPLOAD),
-        await side(dst, kind is Action.DOWNLOAD),
-        mode,
-        filters or Filters(),
-        client.follow_symlinks,
-    )
-
-
-async def run_items(
-    client: Client,
-    op: TreeOp,
-    items: Sequence[Item],
-    *,
-    dryrun: bool = False,
-    remote_count: int | None = None,
-    private_journal: bool = False,
-    write_options: WriteOptions | None = None,
-) -> TransferResult:
-    """``items`` through one engine (the client's): planned, then run.
-
-    ``private_journal``: the engine's journal serves this shard alone, so
-    uploads it holds under the destination that this run will not resume
-    are aborted (they would hold storage forever). ``write_options``: the
-    object options of the call (None: the client's config's).
-    """
-    engine: Engine = client._engine
-    run = Run(dryrun, write_options=write_options)
-    jobs = await plan_items(engine, run, op, items, remote_count)
-    if private_journal and op.kind is Action.UPLOAD and not dryrun:
-        await _abort_abandoned(engine, op, {j.dst for j in jobs})
-    await engine.execute(jobs, run)
-    return run.finish()
-
-
-async def _abort_abandoned(engine: Engine, op: TreeOp, wanted: set[str]) -> None:
-    from ..engine.upload import abort_abandoned_uploads
-
-    backend, prefix = op.dst.remote()
-    await abort_abandoned_uploads(engine, backend, prefix, wanted)
-
-
 # --------------------------------------------------------------------------- the driver
 
 
-def _kind(client: Client, src: str, dst: str) -> Action:
-    """Upload, download or copy; refuses what a one-engine run refuses."""
-    from ..client import _dest_dir, _existing_dir, _local_remote_error
-
-    s, d = parse_location(src), parse_location(dst)
-    if s.is_local and not d.is_local:
-        assert s.path is not None
-        _existing_dir(s.path)
-        return Action.UPLOAD
-    if d.is_local and not s.is_local:
-        assert d.path is not None
-        _dest_dir(d.path)
-        return Action.DOWNLOAD
-    if not s.is_local and not d.is_local:
-        check = getattr(client, "_check_endpoints", None)
-        if check is not None:
-            check(s, d)  # endpoint_url is ambiguous between two services
-        return Action.COPY
-    raise _local_remote_error(s, d)
-
-
 async def run_tree(
-    client: Client,
+    host: TreeHost,
+    settings: ClientSettings,
+    dask: object | None,
     src: str,
     dst: str,
     args: PlanArgs,
@@ -182,12 +79,14 @@ async def run_tree(
     *,
     write_options: WriteOptions | None = None,
 ) -> TransferResult:
-    """A sync or recursive copy of ``src`` to ``dst``, the client's way.
+    """A sync or recursive copy of ``src`` to ``dst`` for the client that
+    passed its ``host`` (engine, backends) and ``settings`` (how a shard
+    builds its own client).
 
     With ``files``, only those (names relative to both roots). With
-    ``client.config.processes > 1`` or a Dask target, planned here and run
-    in shards (each engine's config carries the call's ``write_options``);
-    a dry run is planned and reported here alone.
+    ``config.processes > 1`` or a ``dask`` target, planned here and run in
+    shards (each engine's config carries the call's ``write_options``); a
+    dry run is planned and reported here alone.
     """
     items = None if files is None else as_items(files)
     if items is not None and args.delete:
@@ -195,48 +94,34 @@ async def run_tree(
             "--delete cannot be combined with --files-from (files=): an explicit list "
             "says what to copy, not what the destination should hold"
         )
-    kind = _kind(client, src, dst)
-    dask = getattr(client, "_dask", None)
-    scaled = client.config.processes > 1 or dask is not None
+    kind = tree_kind(host, src, dst)
+    engine = host.engine
+    scaled = engine.config.processes > 1 or dask is not None
     if not scaled or dryrun:
-        op = await open_op(client, kind, src, dst, args.mode, args.filters)
+        op = await open_op(host, kind, src, dst, args.mode, args.filters)
         if items is not None:
-            return await run_items(client, op, items, dryrun=dryrun, write_options=write_options)
-        run = Run(dryrun, write_options=write_options)
-        jobs = await _plan_tree(client._engine, run, op, args)
-        await client._engine.execute(jobs, run)
-        return run.finish()
-    runner = await open_runner(client, dask)  # a missing or unreachable Dask fails here
+            return await run_items(engine, op, items, dryrun=dryrun, write_options=write_options)
+        return await tree.run_tree(engine, op, args, dryrun=dryrun, write_options=write_options)
+    runner = await open_runner(engine.config.processes, dask)  # a bad Dask target fails here
     try:
-        return await _drive(client, runner, kind, src, dst, args, items, write_options)
+        return await _drive(host, settings, runner, kind, src, dst, args, items, write_options)
     finally:
         await runner.close()
 
 
-async def open_runner(client: Client, dask: object | None) -> Runner:
+async def open_runner(processes: int, dask: object | None) -> Runner:
     if dask is not None:
         from ._dask import DaskRunner
 
         return await DaskRunner.open(dask)
     from ._processes import ProcessRunner
 
-    return ProcessRunner(client.config.processes)
-
-
-async def _plan_tree(engine: Engine, run: Run, op: TreeOp, args: PlanArgs) -> list[Job]:
-    if op.kind is Action.UPLOAD:
-        backend, prefix = op.dst.remote()
-        return await plan_upload(engine, run, op.src.local(), backend, prefix, args)
-    if op.kind is Action.DOWNLOAD:
-        backend, prefix = op.src.remote()
-        return await plan_download(engine, run, backend, prefix, op.dst.local(), args)
-    src, src_prefix = op.src.remote()
-    dst, dst_prefix = op.dst.remote()
-    return await plan_copy(engine, run, src, src_prefix, dst, dst_prefix, args)
+    return ProcessRunner(processes)
 
 
 async def _drive(
-    client: Client,
+    host: TreeHost,
+    settings: ClientSettings,
     runner: Runner,
     kind: Action,
     src: str,
@@ -245,12 +130,12 @@ async def _drive(
     items: list[Item] | None,
     write_options: WriteOptions | None = None,
 ) -> TransferResult:
-    engine: Engine = client._engine
-    config = client.config
-    op = await open_op(client, kind, src, dst, args.mode, args.filters)
+    engine = host.engine
+    config = engine.config
+    op = await open_op(host, kind, src, dst, args.mode, args.filters)
     run = Run()
     if items is None:
-        jobs = await _plan_tree(engine, run, op, args)
+        jobs = await plan_tree(engine, run, op, args)
     else:
         jobs = await plan_items(engine, run, op, items)
     transfers = [j for j in jobs if j.action is not Action.DELETE]
@@ -264,7 +149,7 @@ async def _drive(
     per_engine = engine_config(config, runner.share)
     if write_options is not None:
         per_engine = replace(per_engine, write_options=write_options)
-    settings = _picklable(ClientSettings.of(client))
+    settings = _picklable(settings)
     specs = [
         ShardSpec(
             index,
@@ -332,7 +217,3 @@ def _item_of(op: TreeOp, job: Job) -> Item:
     if isinstance(job, CopyJob):
         return Item(job.src_key[len(op.src.prefix) :], job.key[len(op.dst.prefix) :], job.size)
     raise TypeError(f"cannot shard {job!r}")
-
-
-def _as_prefix(key: str) -> str:
-    return key if not key or key.endswith("/") else key + "/"

@@ -31,7 +31,7 @@ from .._models import TransferResult
 from ._shards import ShardSpec, run_shard
 
 if TYPE_CHECKING:
-    from . import DeliverEvents
+    from ._shards import DeliverEvents
 
 __all__ = ["INSTALL_HINT", "DaskRunner", "require_dask"]
 

@@ -2,13 +2,14 @@
 
 A :class:`ShardSpec` is everything one engine needs, as plain values that
 pickle: the operation (source and destination as paths or URLs), the items,
-the engine's share of the limits and how to build its client. It carries no
+the engine's share of the limits and how to build its client (a factory the
+driver's client passes by name: scale-out never imports it). It carries no
 credential: a worker resolves those from its own environment when its
 client opens a backend, exactly as the driver did.
 
 :func:`run_shard` is what a worker runs (in a pool process or a Dask
-worker): a fresh event loop, a fresh :class:`~synxfer.Client`, the shard's
-items through :func:`~._items.plan_items` (so they are compared again, and a
+worker): a fresh event loop, a fresh client, the shard's items through
+:func:`synxfer.engine.tree.run_items` (so they are compared again, and a
 re-run transfers only what has not landed), events sent back in batches.
 """
 
@@ -22,22 +23,25 @@ import signal
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._config import TransferConfig
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
 from ..engine.compare import Compare
+from ..engine.items import Item
 from ..engine.journal import default_state_dir
-from ._items import Item
+from ..engine.tree import TreeHost, open_op, run_items
 
 if TYPE_CHECKING:
     from ..backend import Backend
-    from ..client import Client
 
 __all__ = [
     "ClientSettings",
+    "DeliverEvents",
+    "Runner",
     "ShardSpec",
     "engine_config",
     "merge",
@@ -56,13 +60,42 @@ STOP_POLL = 0.5
 
 Send = Callable[[list["PackedEvent"]], object]
 Stopped = Callable[[], bool]
+#: Builds a shard's client from its config, the driver's settings and an
+#: event callback; gives the client's engine and backends while it is open.
+HostFactory = Callable[
+    [TransferConfig, "ClientSettings", Callable[[Event], None] | None],
+    AbstractAsyncContextManager[TreeHost],
+]
+
+
+class Runner(Protocol):
+    """Runs shard specs somewhere (a process pool, a Dask cluster)."""
+
+    #: Shards to cut the plan into (engines that run at once, in all).
+    slots: int
+    #: Engines that run at once on one machine: each gets 1/share of the limits.
+    share: int
+
+    async def run(
+        self, specs: Sequence[ShardSpec], deliver: DeliverEvents
+    ) -> list[TransferResult | BaseException]: ...
+
+    async def close(self) -> None: ...
+
+
+class DeliverEvents(Protocol):
+    def __call__(self, batch: Sequence[PackedEvent]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
     """How the driver's client was built, minus anything secret (none is here:
-    credentials are found by each backend in its process's environment)."""
+    credentials are found by each backend in its process's environment).
 
+    ``factory`` builds a shard's client from these; it travels to workers by
+    its module and name (a module-level function), like ``layers``."""
+
+    factory: HostFactory
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
@@ -70,19 +103,6 @@ class ClientSettings:
     backend_options: Mapping[str, Mapping[str, str]] | None = None
     follow_symlinks: bool = False
     layers: tuple[Callable[[Backend], Backend], ...] = ()
-
-    @classmethod
-    def of(cls, client: Client) -> ClientSettings:
-        options = client._options
-        return cls(
-            endpoint_url=options.endpoint_url,
-            region=options.region,
-            profile=options.profile,
-            endpoints=dict(client._endpoints),
-            backend_options={k: dict(v) for k, v in client._extra.items()},
-            follow_symlinks=client.follow_symlinks,
-            layers=client._layers,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,8 +361,6 @@ _sigterm_ignored = False
 
 
 async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None) -> TransferResult:
-    from ..client import Client
-    from . import open_op, run_items
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -350,27 +368,16 @@ async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None
         loop.add_signal_handler(signal.SIGTERM, _stop_on_sigterm, loop, task)
     forward = _Forwarder(spec.event_kinds, send) if send is not None and spec.event_kinds else None
     config = replace(spec.config, state_dir=str(spec.journal_dir()))
-    s = spec.settings
     watch: asyncio.Task[None] | None = None
-    async with Client(
-        config,
-        endpoint_url=s.endpoint_url,
-        region=s.region,
-        profile=s.profile,
-        endpoints=s.endpoints,
-        backend_options=s.backend_options,
-        follow_symlinks=s.follow_symlinks,
-        layers=s.layers,
-        on_event=forward,
-    ) as client:
+    async with spec.settings.factory(config, spec.settings, forward) as host:
         if forward is not None:
             forward.start()
         if stopped is not None and task is not None:
             watch = asyncio.create_task(_watch(stopped, task))
         try:
-            op = await open_op(client, spec.kind, spec.src, spec.dst, spec.mode)
+            op = await open_op(host, spec.kind, spec.src, spec.dst, spec.mode)
             return await run_items(
-                client, op, spec.items, remote_count=spec.remote_count, private_journal=True
+                host.engine, op, spec.items, remote_count=spec.remote_count, private_journal=True
             )
         finally:
             if watch is not None:

@@ -24,6 +24,7 @@ from .upload import abort_abandoned_uploads
 
 __all__ = [
     "DELETE_BATCH",
+    "Noted",
     "PlanArgs",
     "delete_jobs",
     "list_remote",
@@ -93,8 +94,9 @@ async def walk_local(
 
 
 @dataclass
-class _Noted:
-    """A file that was refused or left out at planning time; nothing to run."""
+class Noted:
+    """A file refused or left out at planning time (missing, unsafe, unreadable):
+    a job with nothing to run, so the engine records it like any other."""
 
     action: Action
     src: str
@@ -106,7 +108,7 @@ class _Noted:
 
 
 def _record_problem(engine: Engine, run: Run, problem: WalkProblem, dst: str) -> None:
-    job = _Noted(Action.UPLOAD, str(problem.path), dst)
+    job = Noted(Action.UPLOAD, str(problem.path), dst)
     if problem.skipped:
         engine.skipped(run, job, problem.reason)
     else:
@@ -165,16 +167,10 @@ async def plan_upload(
             if rel not in present and filters.included(rel) and not _under(rel, protected)
         ]
         jobs.extend(delete_jobs(backend, doomed))
-    await _abort_abandoned_uploads(engine, backend, prefix, {j.dst for j in jobs})
+    # Journaled uploads under ``prefix`` that this run will not resume hold
+    # storage forever: abort them (an entry goes with its upload).
+    await abort_abandoned_uploads(engine, backend, prefix, {j.dst for j in jobs})
     return jobs
-
-
-async def _abort_abandoned_uploads(
-    engine: Engine, backend: Backend, prefix: str, wanted: set[str]
-) -> None:
-    """Abort journaled uploads under ``prefix`` that this run will not resume
-    (:func:`.upload.abort_abandoned_uploads`: an entry goes with its upload)."""
-    await abort_abandoned_uploads(engine, backend, prefix, wanted)
 
 
 async def plan_download(
@@ -201,7 +197,7 @@ async def plan_download(
         try:
             dest = safe_join(root, rel, resolved)
         except UnsafePathError as exc:
-            engine.failed(run, _Noted(Action.DOWNLOAD, backend.url(info.key), str(root)), exc)
+            engine.failed(run, Noted(Action.DOWNLOAD, backend.url(info.key), str(root)), exc)
             continue
         mine = local.get(rel)
         job = DownloadJob(backend, info.key, dest, info.size, etag=info.etag, local=mine)

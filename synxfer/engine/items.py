@@ -22,12 +22,12 @@ from pathlib import Path
 from .._exceptions import ConfigError, NotFound, UnsafePathError
 from .._models import Action, ObjectInfo
 from ..backend import Backend
-from ..engine.compare import SKIP, Check, Compare, decide, decide_copy
-from ..engine.core import Engine, Job, Run
-from ..engine.filters import Filters
-from ..engine.jobs import CopyJob, DownloadJob, UploadJob
-from ..engine.localtree import LocalEntry, read_tag, safe_join
-from ..engine.plan import list_remote
+from .compare import SKIP, Check, Compare, decide, decide_copy
+from .core import Engine, Job, Run
+from .filters import Filters
+from .jobs import CopyJob, DownloadJob, UploadJob
+from .localtree import LocalEntry, read_tag, safe_join
+from .plan import Noted, list_remote
 
 __all__ = [
     "LIST_PAGE",
@@ -35,6 +35,7 @@ __all__ = [
     "Item",
     "Side",
     "TreeOp",
+    "as_items",
     "plan_items",
     "read_files_from",
 ]
@@ -84,19 +85,6 @@ class TreeOp:
     mode: Compare
     filters: Filters = field(default_factory=Filters)
     follow_symlinks: bool = False
-
-
-@dataclass
-class _Noted:
-    """An item refused at planning time (missing, unsafe): nothing to run."""
-
-    action: Action
-    src: str
-    dst: str
-    size: int = 0
-
-    async def run(self, engine: Engine, run: Run) -> None:
-        return None
 
 
 def read_files_from(path: str | os.PathLike[str]) -> list[Item]:
@@ -184,11 +172,11 @@ async def _plan_upload(
     for it, entry in zip(items, entries, strict=True):
         key = prefix + it.dst
         if isinstance(entry, str):
-            engine.failed(run, _Noted(Action.UPLOAD, str(root / it.src), backend.url(key)), entry)
+            engine.failed(run, Noted(Action.UPLOAD, str(root / it.src), backend.url(key)), entry)
             continue
         theirs = remote.get(it.dst)
         if isinstance(theirs, BaseException):
-            engine.failed(run, _Noted(Action.UPLOAD, str(entry.path), backend.url(key)), theirs)
+            engine.failed(run, Noted(Action.UPLOAD, str(entry.path), backend.url(key)), theirs)
             continue
         job = UploadJob(entry.path, backend, key, entry.size, local=entry)
         decision = decide(op.mode, entry, theirs, upload=True, compressed=compressed)
@@ -219,10 +207,10 @@ async def _plan_download(
         info = sources.get(it.src)
         where = backend.url(prefix + it.src)
         if not isinstance(dest, Path):
-            engine.failed(run, _Noted(Action.DOWNLOAD, where, str(root / it.dst)), dest)
+            engine.failed(run, Noted(Action.DOWNLOAD, where, str(root / it.dst)), dest)
             continue
         if not isinstance(info, ObjectInfo):
-            engine.failed(run, _Noted(Action.DOWNLOAD, where, str(dest)), _missing(info, where))
+            engine.failed(run, Noted(Action.DOWNLOAD, where, str(dest)), _missing(info, where))
             continue
         job = DownloadJob(backend, info.key, dest, info.size, etag=info.etag, local=mine)
         _add(engine, run, jobs, job, decide(op.mode, mine, info, upload=False))
@@ -243,11 +231,11 @@ async def _plan_copy(
         key = dst_prefix + it.dst
         where = src.url(src_prefix + it.src)
         if not isinstance(info, ObjectInfo):
-            engine.failed(run, _Noted(Action.COPY, where, dst.url(key)), _missing(info, where))
+            engine.failed(run, Noted(Action.COPY, where, dst.url(key)), _missing(info, where))
             continue
         theirs = target.get(it.dst)
         if isinstance(theirs, BaseException):
-            engine.failed(run, _Noted(Action.COPY, where, dst.url(key)), theirs)
+            engine.failed(run, Noted(Action.COPY, where, dst.url(key)), theirs)
             continue
         job = CopyJob(src, info.key, dst, key, info.size, info.etag, op.mode)
         _add(engine, run, jobs, job, decide_copy(op.mode, info, theirs))
