@@ -235,6 +235,7 @@ class S3Backend(Backend):
         self._bucket_exists = False
         self._sums = PartSums()
         self._no_clobber: set[str] = set()  # upload ids started with if_none_match
+        self._tags: dict[str, dict[str, str]] = {}  # upload id -> tags of its create
         self._chosen: dict[str, ChosenUpload] = {}  # uploads with a chosen checksum (_chosen)
         #: What the endpoint showed it verifies (shared per endpoint; set by :meth:`open`).
         self._trust: EndpointTrust | None = None
@@ -335,6 +336,14 @@ class S3Backend(Backend):
             "keep objects unencrypted",
             self.url(key),
         )
+
+    async def _head_written(self, key: str) -> ObjectInfo:
+        """HEAD of an object this backend has just written: with the SSE-C
+        write key (a client that only writes may hold no read key)."""
+        from ._headers import object_info
+
+        response = await self.wire._request("HeadObject", "HEAD", self.bucket, key, written=True)
+        return object_info(key, response.headers, None)
 
     async def aclose(self) -> None:
         if self._version_id is not None:
@@ -737,6 +746,8 @@ class S3Backend(Backend):
         )
         if options.if_none_match:  # sent again on CompleteMultipartUpload
             self._no_clobber.add(upload_id)
+        if options.tags:  # checked once complete (see complete_multipart)
+            self._tags[upload_id] = dict(options.tags)
         return MultipartUpload(key=key, upload_id=upload_id)
 
     async def _refuse_existing(self, key: str) -> None:
@@ -836,7 +847,12 @@ class S3Backend(Backend):
         self._sums.forget(upload.upload_id)
         etag = result.etag
         if not etag:  # Ceph RGW 16 answers <ETag></ETag>: the object knows it
-            etag = (await self._head(upload.key)).etag
+            etag = (await self._head_written(upload.key)).etag
+        tags = self._tags.pop(upload.upload_id, None)
+        if tags:  # Ceph RGW 16 drops the tags of CreateMultipartUpload (measured)
+            from ._tagging import ensure_tags
+
+            await ensure_tags(self.wire, self.bucket, upload.key, tags)
         info = ObjectInfo(
             key=upload.key,
             size=sum(p.size for p in ordered),
@@ -855,7 +871,7 @@ class S3Backend(Backend):
         if expected is None:
             return None
         try:
-            info = await self._head(upload.key)
+            info = await self._head_written(upload.key)
         except NotFound:
             return None
         if info.etag != expected:
@@ -909,6 +925,7 @@ class S3Backend(Backend):
 
     async def abort_multipart(self, upload: MultipartUpload) -> None:
         self._sums.forget(upload.upload_id)
+        self._tags.pop(upload.upload_id, None)
         self._chosen.pop(upload.upload_id, None)
         try:
             await self.wire.abort_multipart_upload(self.bucket, upload.key, upload.upload_id)

@@ -19,7 +19,15 @@ from synxfer import CompletedPart, ConfigError, ObjectInfo, WriteOptions
 from synxfer.backend import bounded_map
 
 from ._chosen import note_copy
-from ._tagging import MAX_TAGGING_HEADER, get_object_tagging, put_object_tagging, tagging_header
+from ._tagging import (
+    MAX_TAGGING_HEADER,
+    ensure_tags,
+    get_object_tagging,
+    keep_tags,
+    put_object_tagging,
+    tagging_header,
+    tags_to_keep,
+)
 
 if TYPE_CHECKING:
     from ._backend import S3Backend
@@ -58,6 +66,10 @@ async def copy_object(
             )
         given = dataclasses.replace(options, metadata=metadata, content_type=content_type)
         return await _copy_in_parts(backend, src_bucket, src, dst_key, given)
+    keep: dict[str, str] | None = None
+    if replace and not options.tags:  # Ceph RGW 16 drops tags on a metadata REPLACE
+        async with requests.slot():
+            keep = await tags_to_keep(backend.wire, src_bucket, src_key)
     async with requests.slot():
         result = await backend.wire.copy_object(
             backend.bucket,
@@ -70,6 +82,12 @@ async def copy_object(
             replace_metadata=replace,
             options=options,
         )
+    if options.tags:  # Ceph RGW 16 ignores the REPLACE tagging directive
+        async with requests.slot():
+            await ensure_tags(backend.wire, backend.bucket, dst_key, options.tags)
+    elif keep:
+        async with requests.slot():
+            await keep_tags(backend.wire, backend.bucket, dst_key, keep)
     note_copy(backend, dst_key, options, result.checksums)
     return ObjectInfo(
         key=dst_key,

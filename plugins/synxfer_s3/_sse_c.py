@@ -77,14 +77,15 @@ def error_hint(op: str, status: int, keys: CustomerKeys | None) -> str:
     read of an SSE-C object without its key with 400, with another key
     with 403, and a key sent for an object stored without one with 400."""
     read = keys.read if keys is not None else None
+    write = keys.write if keys is not None else None
     copy = op in _COPIES
     if op not in _READS and not copy:
         return ""
-    if copy and status == 501 and read is not None:
+    if copy and status == 501 and (read is not None or write is not None):
         return (
-            "; this store does not take a customer-provided key (SSE-C) for the source of "
-            f"{op} (SeaweedFS 4.48 does not for UploadPartCopy): copy the object through "
-            "this machine (download, then upload)"
+            f"; this store does not take a customer-provided key (SSE-C) on {op} (Ceph "
+            "RGW 16 does not on CopyObject, SeaweedFS 4.48 not for an UploadPartCopy "
+            "source): copy the object through this machine (download, then upload)"
         )
     flag = "--sse-c-copy-source-key" if copy else "--sse-c-key"
     if status == 400 and read is None:
@@ -92,10 +93,11 @@ def error_hint(op: str, status: int, keys: CustomerKeys | None) -> str:
             "; if the object is encrypted with a customer-provided key (SSE-C), give the "
             f"key ({flag}, Client(sse_c_read_key=...))"
         )
-    if status == 400:
-        return "; or the object is not SSE-C-encrypted and takes no customer-provided key"
-    if status == 403 and read is not None:
-        return "; or the customer-provided key (SSE-C) given is not the object's"
+    if status in (400, 403) and read is not None:
+        return (
+            "; the customer-provided key (SSE-C) given may not be the object's, or the "
+            "object may take none"
+        )
     return ""
 
 

@@ -12,6 +12,7 @@ header, else sets them with PutObjectTagging once the copy is complete.
 from __future__ import annotations
 
 import asyncio
+import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -26,11 +27,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_TAGGING_HEADER",
+    "ensure_tags",
     "get_object_tagging",
+    "keep_tags",
     "put_object_tagging",
     "tagging_body",
     "tagging_header",
+    "tags_to_keep",
 ]
+
+_log = logging.getLogger("synxfer.s3")
 
 #: The largest ``x-amz-tagging`` header S3 takes (aws-cli's limit too).
 MAX_TAGGING_HEADER = 2 * 1024
@@ -54,7 +60,10 @@ def tagging_body(tags: Mapping[str, str]) -> bytes:
 
 
 def parse_tagging(data: bytes | bytearray) -> dict[str, str]:
-    """The tags of a GetObjectTagging answer (namespaced or not)."""
+    """The tags of a GetObjectTagging answer (namespaced or not); an empty
+    answer has none (Ceph RGW 16 sends no body for an object without tags)."""
+    if not bytes(data).strip():
+        return {}
     try:
         root = ET.fromstring(bytes(data))
     except ET.ParseError as exc:
@@ -99,3 +108,51 @@ async def put_object_tagging(wire: S3Wire, bucket: str, key: str, tags: Mapping[
         headers={"content-md5": md5},
         body=body,
     )
+
+
+async def ensure_tags(wire: S3Wire, bucket: str, key: str, tags: Mapping[str, str]) -> bool:
+    """Make a copy's tags the ones given: Ceph RGW 16 ignores CopyObject's
+    ``x-amz-tagging-directive: REPLACE`` and keeps the source's (measured),
+    so they are read back and, where they differ, set with PutObjectTagging.
+    True when they had to be set so (said in the DEBUG log)."""
+    if await get_object_tagging(wire, bucket, key) == dict(tags):
+        return False
+    await put_object_tagging(wire, bucket, key, tags)
+    _log.debug(
+        "%s: the store kept the source's tags on a copy with new ones (REPLACE "
+        "ignored); set them with PutObjectTagging",
+        wire.url(bucket, key),
+    )
+    return True
+
+
+#: Per endpoint: whether CopyObject with ``x-amz-metadata-directive: REPLACE``
+#: keeps the source's tags (S3, stock moto, SeaweedFS) or drops them (Ceph
+#: RGW 16, measured). Learned on the first such copy of a tagged object.
+_KEEPS_TAGS: dict[str, bool] = {}
+
+
+async def tags_to_keep(wire: S3Wire, src_bucket: str, src_key: str) -> dict[str, str] | None:
+    """Before a CopyObject that replaces metadata and gives no tags (every
+    copy synxfer's engine makes: it keeps the source's mtime): the source's
+    tags, unless the endpoint is known to keep them itself (None then)."""
+    if _KEEPS_TAGS.get(wire.endpoint_url):
+        return None
+    return await get_object_tagging(wire, src_bucket, src_key) or None
+
+
+async def keep_tags(wire: S3Wire, bucket: str, key: str, tags: Mapping[str, str]) -> None:
+    """After such a copy: where the endpoint is known to drop the source's
+    ``tags``, set them; where it is not known yet, look and learn."""
+    endpoint = wire.endpoint_url
+    if endpoint not in _KEEPS_TAGS:
+        kept = await get_object_tagging(wire, bucket, key) == dict(tags)
+        _KEEPS_TAGS[endpoint] = kept
+        if kept:
+            return
+        _log.info(
+            "%s drops a copy's tags when its metadata is replaced (Ceph RGW 16 does): "
+            "synxfer sets them after each copy",
+            endpoint,
+        )
+    await put_object_tagging(wire, bucket, key, tags)

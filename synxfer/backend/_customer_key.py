@@ -8,7 +8,7 @@ file or another process by accident. The only way out is
 :meth:`CustomerKey.header_values`, for a backend building a request.
 
 A client takes the key for the objects it reads (HEAD, GET, the source of
-a server-side copy) and for those it writes (decision 0041): a backend
+a server-side copy) and for those it writes (decision 0045): a backend
 receives both in :class:`~synxfer.backend.BackendOptions` and declares it
 can send them with ``Capabilities.customer_keys``.
 """
