@@ -136,10 +136,9 @@ class TlsConnection(Connection):
         try:
             if self.sock.pending():
                 return False
-            ready, _, _ = select.select([self.sock], [], [], 0)
+            return not _readable(self.sock)
         except (OSError, ValueError):
             return False
-        return not ready
 
     # -- one exchange ----------------------------------------------------------
 
@@ -223,7 +222,7 @@ class TlsConnection(Connection):
             for start in range(0, len(view), step):
                 if self._stop:
                     raise OSError("connection aborted")
-                if select.select([sock], [], [], 0)[0] and self._early_answer(sock, stall):
+                if _readable(sock) and self._early_answer(sock, stall):
                     # An early answer (an error, usually): stop sending, read it.
                     self.reusable = False
                     return
@@ -326,6 +325,13 @@ class TlsConnection(Connection):
                 pass
         if cancelled:
             raise asyncio.CancelledError
+
+
+def _readable(sock: ssl.SSLSocket) -> bool:
+    """Whether the socket has something to read now (poll: no FD_SETSIZE limit)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _reader(sock: ssl.SSLSocket) -> Callable[[int, memoryview], int]:
