@@ -4,8 +4,6 @@ which checks it (:mod:`synxfer._versions`)."""
 
 from __future__ import annotations
 
-import json
-
 from .._models import ObjectInfo
 
 __all__ = ["with_version"]
@@ -18,6 +16,8 @@ def with_version(line: str, item: ObjectInfo | str, as_json: bool) -> str:
     if isinstance(item, str):
         return line
     if as_json:
+        import json  # only for --json: a download imports none of it (test_cli)
+
         fields = json.loads(line)
         fields.update(
             version_id=item.version_id,
