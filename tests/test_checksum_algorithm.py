@@ -34,7 +34,7 @@ from synxfer_servers.faultproxy import Fault, FaultProxy
 from .conftest import PART, SMALL
 
 ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "MD5")
-BIG = 2 * PART + 12345  # three parts
+BIG = PART + 12345  # two parts
 
 
 def _b64(raw: bytes) -> str:
@@ -112,7 +112,7 @@ def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
 async def test_each_chosen_checksum_is_the_objects_claim(
     world_env: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Every algorithm, a single PUT and a 3-part upload: the bytes stored
+    """Every algorithm, a single PUT and a 2-part upload: the bytes stored
     are the file's on every server; on SeaweedFS (as on S3) the object
     carries the chosen checksum -- the CRCs FULL_OBJECT, SHA1/SHA256
     COMPOSITE -- as aws-cli would read it; a store that keeps no such claim
@@ -154,7 +154,7 @@ async def test_each_chosen_checksum_is_the_objects_claim(
                 assert multi[f"x-amz-checksum-{name}"] == _value(alg, big)
             else:
                 assert multi["x-amz-checksum-type"] == "COMPOSITE"
-                assert multi[f"x-amz-checksum-{name}"] == f"{_composite(alg, big, PART)}-3"
+                assert multi[f"x-amz-checksum-{name}"] == f"{_composite(alg, big, PART)}-2"
     claim_warnings = _warnings(caplog, "did not keep the")
     put_warnings = _warnings(caplog, "did not confirm the")
     if world.name == "seaweedfs":
@@ -237,7 +237,7 @@ async def test_a_refused_full_object_type_falls_back_to_composite(
             assert r.ok, r.failures
     head = s3.head_object(Bucket="refused", Key="b", ChecksumMode="ENABLED")
     assert head["ChecksumType"] == "COMPOSITE"
-    assert head["ChecksumSHA256"] == f"{_composite('SHA256', data, PART)}-3"
+    assert head["ChecksumSHA256"] == f"{_composite('SHA256', data, PART)}-2"
     assert len(_warnings(caplog, "refuses FULL_OBJECT SHA256")) == 1
 
 
