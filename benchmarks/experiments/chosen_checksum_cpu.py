@@ -1,6 +1,6 @@
 """Client CPU per GiB of an upload to SeaweedFS, by chosen checksum (docs/checksums.md).
 
-    python benchmarks/experiments/chosen_checksum_cpu.py [--rounds 3] [--size-mib 1024]
+    python benchmarks/experiments/chosen_checksum_cpu.py [--rounds 3] [--modes M...]
 
 Modes: ``default`` -- no choice (CRC32C, the endpoint known to verify it);
 ``CRC32`` ... ``SHA256`` -- ``WriteOptions(checksum_algorithm=...)``, the
@@ -63,6 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=MODES)
     args = parser.parse_args()
     gib = args.size_mib / 1024
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,9 +81,9 @@ def main() -> None:
             url = target.endpoint_url
             s3 = boto3.client("s3", endpoint_url=url)
             s3.create_bucket(Bucket="cpu")
-            runs: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
+            runs: dict[str, list[tuple[float, float]]] = {m: [] for m in args.modes}
             for i in range(args.rounds):
-                for mode in MODES:
+                for mode in args.modes:
                     runs[mode].append(asyncio.run(upload(url, "cpu", src, mode, i)))
                     s3.delete_object(Bucket="cpu", Key=f"{mode}-{i}")
                     print(mode, i, f"{runs[mode][-1][0] / gib:.2f} s/GiB", flush=True)
