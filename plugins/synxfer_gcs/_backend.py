@@ -1,7 +1,7 @@
-"""The GCS backend: synxfer's primitives on the Cloud Storage JSON API, over httpx.
+"""The GCS backend: synxfer's primitives on the Cloud Storage JSON API.
 
-The pieces: :mod:`synxfer_gcs._http` (endpoint, credentials, one pooled
-client, errors mapped at the boundary), :mod:`synxfer_gcs._wire` (object
+The pieces: :mod:`synxfer_gcs._core` (endpoint, credentials, requests on
+the SDK's HttpClient, errors mapped at the boundary), :mod:`synxfer_gcs._wire` (object
 resources and upload bodies), :mod:`synxfer_gcs._compose` (multipart
 uploads as parallel composite uploads), :mod:`synxfer_gcs._errors` and
 :mod:`synxfer_gcs._crc32c`. Design choices, briefly:
@@ -51,7 +51,7 @@ uploads as parallel composite uploads), :mod:`synxfer_gcs._errors` and
   generation too (generations only grow), so the precondition holds exactly
   even where the server ignores ``ifGenerationMatch``. ``read_into`` (the
   engine's downloads) receives the body straight into the engine's buffer,
-  on the SDK's :class:`~synxfer.backend.HttpClient` rather than httpx.
+  with no chunk objects, join or copy in Python.
 * **Large objects: parallel composite upload** (:mod:`synxfer_gcs._compose`),
   hence ``max_parts=1024``.
 * **The hidden prefix** (default ``.synxfer-composite/``, option
@@ -77,8 +77,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 from urllib.parse import quote, urlsplit
 
-import httpx
-
 from synxfer import (
     BackendError,
     BucketInfo,
@@ -103,6 +101,7 @@ from synxfer.backend import (
     BodyTooLarge,
     Capabilities,
     Checksum,
+    HttpResponse,
     Payload,
     bounded_map,
     option_int,
@@ -112,8 +111,8 @@ from synxfer.backend import crc32c as crc32c_of
 
 from . import _crc32c as crc32c
 from ._compose import MAX_COMPONENTS, Composer
-from ._errors import FOREIGN_ERRORS, error_details, error_for_status, map_error
-from ._http import GcsHttp
+from ._core import GcsHttp
+from ._errors import error_details, error_for_status
 from ._wire import (
     OPTION_FIELDS,
     content_type,
@@ -270,12 +269,11 @@ class GcsBackend(Backend):
         if page_token:
             params["pageToken"] = page_token
         response = await self.http.request("GET", self.http.objects_path, key=prefix, params=params)
-        if response.status_code == 404:
-            await response.aclose()
+        if response.status == 404:
             raise BucketNotFound(
                 f"bucket {self.bucket!r} does not exist", url=self.url(prefix), status=404
             )
-        if response.status_code != 200:
+        if response.status != 200:
             await self.http.fail(response, key=prefix, what="list")
         doc = self.http.json(response, prefix)
         items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
@@ -319,15 +317,9 @@ class GcsBackend(Backend):
         if isinstance(opened, ObjectInfo):
             return ReadResult(b"", opened)
         response, ranged = opened
-        try:
-            data = b"".join([chunk async for chunk in response.aiter_raw()])
-        except FOREIGN_ERRORS as exc:
-            raise map_error(exc, url=self.url(key)) from exc
-        finally:
-            await response.aclose()
-
-        size = self._whole_size(response.status_code, response.headers, key, len(data), ranged)
-        if response.status_code == 200 and ranged:
+        data = bytes(response.body)
+        size = self._whole_size(response.status, response.headers, key, len(data), ranged)
+        if response.status == 200 and ranged:
             # The server ignored Range (HTTP allows it) and sent everything.
             data = data[offset : None if length is None else offset + length]
         available = max(0, size - offset)
@@ -416,7 +408,7 @@ class GcsBackend(Backend):
                 f"expected {n} bytes at offset {offset}, but the object has {size} bytes",
                 url=self.url(key),
             )
-        return await self._media_info(httpx.Headers(response.headers), key, size, if_match)
+        return await self._media_info(response.headers, key, size, if_match)
 
     def _check_read(self, offset: int, length: int | None, if_match: str | None, key: str) -> None:
         if offset < 0 or (length is not None and length < 0):
@@ -428,18 +420,17 @@ class GcsBackend(Backend):
 
     async def _open_media(
         self, key: str, offset: int, length: int | None, if_match: str | None
-    ) -> tuple[httpx.Response, bool] | ObjectInfo:
-        """``GET ?alt=media`` for ``[offset, offset+length)``: the streamed
+    ) -> tuple[HttpResponse, bool] | ObjectInfo:
+        """``GET ?alt=media`` for ``[offset, offset+length)``: the whole
         response (200 or 206) and whether a Range was sent; or, when nothing is
         at ``offset`` (416 at or past the end), the object's info."""
         params, headers, ranged = self._media_request(key, offset, length, if_match)
         response = await self.http.request(
-            "GET", self.http.object_path(key), key=key, params=params, headers=headers, stream=True
+            "GET", self.http.object_path(key), key=key, params=params, headers=headers
         )
-        if response.status_code == 416:
-            await response.aclose()
+        if response.status == 416:
             return await self._past_the_end(key, offset, if_match)
-        if response.status_code not in (200, 206):
+        if response.status not in (200, 206):
             await self.http.fail(response, key=key, what="read")
         return response, ranged
 
@@ -477,7 +468,7 @@ class GcsBackend(Backend):
         return info
 
     async def _media_info(
-        self, headers: httpx.Headers, key: str, size: int, if_match: str | None
+        self, headers: Mapping[str, str], key: str, size: int, if_match: str | None
     ) -> ObjectInfo:
         """The object's info for a media response whose bytes were read."""
         from_headers = info_from_headers(key, headers, size)
@@ -565,12 +556,10 @@ class GcsBackend(Backend):
 
     async def delete(self, key: str) -> None:
         response = await self.http.request("DELETE", self.http.object_path(key), key=key)
-        if response.status_code in (200, 204):
-            await response.aclose()
+        if response.status in (200, 204):
             return
-        if response.status_code == 404:
-            body = await response.aread()
-            await response.aclose()
+        if response.status == 404:
+            body = bytes(response.body)
             exc = error_for_status(404, body, url=self.url(key), bucket=self.bucket)
             if isinstance(exc, BucketNotFound):
                 raise exc
@@ -640,17 +629,16 @@ class GcsBackend(Backend):
             response = await self.http.request(
                 "POST", path, key=src_key, params=params, json_body=body
             )
-            if response.status_code == 404 and src_bucket != self.bucket:
+            if response.status == 404 and src_bucket != self.bucket:
                 # The source is in another bucket: the error names it there.
-                await response.aclose()
                 raise NotFound(
                     "copy (source): no such object (or bucket)",
                     url=f"{self.scheme}://{src_bucket}/{src_key}",
                     status=404,
                 )
-            if response.status_code == 404:
+            if response.status == 404:
                 await self.http.fail(response, key=src_key, what="copy (source)")
-            if response.status_code != 200:
+            if response.status != 200:
                 await self.http.fail(response, key=dst_key, what="copy")
             doc = self.http.json(response, dst_key)
             if doc.get("done"):

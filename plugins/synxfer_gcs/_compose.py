@@ -352,10 +352,7 @@ class Composer:
 
     async def _delete_generation(self, name: str, generation: str, key: str) -> None:
         params = {"ifGenerationMatch": generation} if generation else None
-        response = await self.http.request(
-            "DELETE", self.http.object_path(name), key=key, params=params
-        )
-        await response.aclose()
+        await self.http.request("DELETE", self.http.object_path(name), key=key, params=params)
 
     # -- cleaning up -------------------------------------------------------------
 
@@ -409,9 +406,8 @@ class Composer:
                     response = await self.http.request(
                         "DELETE", self.http.object_path(name), key=key
                     )
-                    if response.status_code not in (200, 204, 404):
+                    if response.status not in (200, 204, 404):
                         await self.http.fail(response, key=key, what="delete component")
-                    await response.aclose()
             except SynxferError as exc:
                 failed[name] = exc
 

@@ -1,8 +1,13 @@
-"""The GCS backend's HTTP side: endpoint, credentials, one pooled client, mapped errors.
+"""The GCS backend's core: endpoint, credentials, requests, mapped errors.
 
-* **One ``httpx.AsyncClient`` per backend**, created by :meth:`GcsHttp.open`
-  with a pool of ``options.max_connections`` connections and the options'
-  timeouts.
+(The ``core`` role of docs/writing-a-backend.md's file vocabulary.)
+
+* **Every request goes through the SDK's** :class:`~synxfer.backend.HttpClient`
+  -- one per backend, created by :meth:`GcsHttp.open` with a pool of
+  ``options.max_connections`` connections and the options' timeouts: the
+  JSON API (stat, listings, compose, rewrite, delete, buckets) as well as
+  the bytes. One stack and one pool per host, instead of httpx beside it
+  (docs/decisions/0017, amended).
 * **Endpoint and credentials** (:func:`resolve_endpoint`):
   ``options.endpoint_url``, else ``$STORAGE_EMULATOR_HOST`` (then
   anonymous, as Google's client libraries do), else
@@ -12,36 +17,32 @@
   A token the server refuses (401) is refreshed once (see
   :mod:`synxfer_gcs._auth`).
 * **The bytes** -- media GETs into the engine's buffer and the uploads of
-  objects and components -- go through the SDK's
-  :class:`~synxfer.backend.HttpClient` instead (:meth:`GcsHttp.send`): its
-  connections receive a body straight into the caller's buffer and send
-  one from the caller's buffers, where httpx moves 32-64 KiB chunks, each
-  through httpx, httpcore, h11 (which copies what it sends) and anyio
-  (about 2 CPU s per GiB read). Same endpoint, credentials and timeouts; a
-  pool of its own.
-* **Errors are mapped here** (:mod:`synxfer_gcs._errors`): no httpx or
-  google-auth exception escapes. A bodyless 404 (emulators) is told apart
-  from a missing bucket by one bucket GET, whose answer is cached.
+  objects and components (:meth:`GcsHttp.send` with ``sink`` or a
+  sequence of buffers): a body goes straight from the socket into the
+  caller's buffer and out of the caller's buffers, where a chunked client
+  moves 32-64 KiB chunks through several layers of Python.
+* **Errors are mapped here** (:mod:`synxfer_gcs._errors`): no google-auth
+  exception escapes; the HttpClient raises synxfer's errors itself. A
+  bodyless 404 (emulators) is told apart from a missing bucket by one
+  bucket GET, whose answer is cached.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import os
-from collections.abc import AsyncIterable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from ipaddress import ip_address
 from typing import Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
-
-import httpx
 
 from synxfer import BucketNotFound, ConfigError, NotFound, TransientError
 from synxfer.backend import BackendOptions, Body, HttpClient, HttpResponse, option_bool
 
 from ._auth import GoogleAuth
 from ._errors import FOREIGN_ERRORS, error_details, error_for_status, map_error
-from ._wire import parse_json
+from ._wire import parse_json_body
 
 __all__ = ["DEFAULT_ENDPOINT", "GcsHttp", "resolve_endpoint"]
 
@@ -100,8 +101,7 @@ class GcsHttp:
         self.url = url
         self.endpoint_url, self.anonymous = resolve_endpoint(options)
         self.credentials_file = options.extra.get("credentials_file") or None
-        self._client: httpx.AsyncClient | None = None
-        self._media: HttpClient | None = None
+        self._client: HttpClient | None = None
         parts = urlsplit(self.endpoint_url)
         self._scheme = parts.scheme
         self._host = parts.netloc
@@ -122,41 +122,24 @@ class GcsHttp:
                 self._auth = await GoogleAuth.load(self.credentials_file, self.options.read_timeout)
             except FOREIGN_ERRORS as exc:
                 raise map_error(exc, url=self.url("")) from exc
-        n = max(1, self.options.max_connections)
-        self._client = httpx.AsyncClient(
-            base_url=self.endpoint_url,
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-            timeout=httpx.Timeout(
-                connect=self.options.connect_timeout,
-                read=self.options.read_timeout,
-                write=self.options.read_timeout,
-                # The scheduler bounds requests; a wait for a pooled
-                # connection is not a failure.
-                pool=None,
-            ),
-            headers={"User-Agent": "synxfer-gcs"},
-            follow_redirects=False,
-        )
-        self._media = HttpClient(
-            max_connections=n,
+        # The scheduler bounds requests; a wait for a pooled connection is
+        # not a failure (the HttpClient has no pool timeout).
+        self._client = HttpClient(
+            max_connections=max(1, self.options.max_connections),
             connect_timeout=self.options.connect_timeout,
             read_timeout=self.options.read_timeout,
         )
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
-        media, self._media = self._media, None
         auth, self._auth = self._auth, None
-        if media is not None:
-            await media.aclose()
         if client is not None:
-            with contextlib.suppress(*FOREIGN_ERRORS):
-                await client.aclose()
+            await client.aclose()
         if auth is not None:
             await asyncio.to_thread(auth.close)
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> HttpClient:
         if self._client is None:
             raise RuntimeError(
                 f"<GcsBackend {self.url('')}> is not open: use 'async with' or await open() first"
@@ -196,32 +179,27 @@ class GcsHttp:
     async def request(
         self,
         method: str,
-        url: str,
+        path: str,
         *,
         key: str = "",
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: bytes | AsyncIterable[bytes] | None = None,
+        content: Body | None = None,
         json_body: Any = None,
-        stream: bool = False,
-    ) -> httpx.Response:
-        """One request; transport and credential errors mapped; any status returned."""
-        client = self.client
+    ) -> HttpResponse:
+        """One JSON-API request; its whole answer, any status (see :meth:`call`)."""
         hdrs = dict(headers or {})
-        credentials, token_id = await self._credentials(key)
-        hdrs.update(credentials)
-        try:
-            request = client.build_request(
-                method, url, params=params, headers=hdrs, content=content, json=json_body
-            )
-            response = await client.send(request, stream=stream)
-        except FOREIGN_ERRORS as exc:
-            raise map_error(exc, url=self.url(key)) from exc
-        refused = self._judge_token(token_id, response.status_code, key)
-        if refused is not None:
-            await response.aclose()
-            raise refused
-        return response
+        if json_body is not None:
+            content = json.dumps(json_body, separators=(",", ":")).encode()
+            hdrs["content-type"] = "application/json"
+        return await self.send(
+            method,
+            path,
+            key=key,
+            params=params or {},
+            headers=hdrs,
+            body=None if content is None else (content,),
+        )
 
     async def send(
         self,
@@ -241,19 +219,18 @@ class GcsHttp:
         answer with status ``sink_status`` and a ``Content-Length`` goes
         straight into ``sink`` (``response.length`` says how much came; one
         larger than ``sink`` raises BodyTooLarge); any other stays in
-        ``response.body``. Credentials as :meth:`request`; errors mapped;
-        any status returned (see :meth:`raise_for`).
+        ``response.body``. Credentials added (a refused token is refreshed
+        before the next attempt); errors are synxfer's; any status returned
+        (see :meth:`raise_for`).
         """
-        media = self._media
-        if media is None:
-            raise RuntimeError(
-                f"<GcsBackend {self.url('')}> is not open: use 'async with' or await open() first"
-            )
+        client = self.client
         hdrs = {"host": self._host, "user-agent": "synxfer-gcs", **headers}
         credentials, token_id = await self._credentials(key)
         hdrs.update(credentials)
-        target = f"{self._prefix}{path}?{urlencode(params)}"
-        response = await media.request(
+        # %20, not +, for a space: a literal + in a prefix or key stays %2B.
+        query = urlencode(params, quote_via=quote, safe="") if params else ""
+        target = f"{self._prefix}{path}?{query}" if query else f"{self._prefix}{path}"
+        response = await client.request(
             method,
             self._scheme,
             self._hostname,
@@ -300,39 +277,33 @@ class GcsHttp:
     async def call(
         self,
         method: str,
-        url: str,
+        path: str,
         *,
         key: str = "",
         what: str,
         ok: tuple[int, ...] = (200,),
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: bytes | AsyncIterable[bytes] | None = None,
+        content: Body | None = None,
         json_body: Any = None,
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         """A request whose status must be in ``ok``; anything else raises."""
         response = await self.request(
             method,
-            url,
+            path,
             key=key,
             params=params,
             headers=headers,
             content=content,
             json_body=json_body,
         )
-        if response.status_code not in ok:
+        if response.status not in ok:
             await self.fail(response, key=key, what=what)
         return response
 
-    async def fail(self, response: httpx.Response, *, key: str, what: str) -> NoReturn:
+    async def fail(self, response: HttpResponse, *, key: str, what: str) -> NoReturn:
         """Raise the synxfer error for a failed response."""
-        try:
-            body = await response.aread()
-        except FOREIGN_ERRORS:
-            body = b""
-        finally:
-            await response.aclose()
-        await self.raise_for(response.status_code, body, key=key, what=what)
+        await self.raise_for(response.status, bytes(response.body), key=key, what=what)
 
     async def raise_for(self, status: int, body: bytes, *, key: str, what: str) -> NoReturn:
         """Raise the synxfer error for a failed answer's status and body."""
@@ -347,11 +318,11 @@ class GcsHttp:
         if self._bucket_exists:
             return
         response = await self.request("GET", self.bucket_path, key=key, params={"fields": "name"})
-        if response.status_code == 404:
+        if response.status == 404:
             raise BucketNotFound(
                 f"bucket {self.bucket!r} does not exist", url=self.url(key), status=404
             )
-        if response.status_code == 200:
+        if response.status == 200:
             self._bucket_exists = True
 
     def project(self, purpose: str = "creating a gs:// bucket") -> str:
@@ -385,14 +356,13 @@ class GcsHttp:
     async def bucket_exists(self) -> bool:
         """Whether the bucket exists (a 403 raises PermissionDenied)."""
         response = await self.request("GET", self.bucket_path, params={"fields": "name"})
-        if response.status_code == 404:
-            await response.aclose()
+        if response.status == 404:
             return False
-        if response.status_code != 200:
+        if response.status != 200:
             await self.fail(response, key="", what="get bucket")
         self._bucket_exists = True
         return True
 
-    def json(self, response: httpx.Response, key: str) -> dict[str, Any]:
-        """The JSON object of a response (read with ``call``, not streamed)."""
-        return parse_json(response, self.url(key))
+    def json(self, response: HttpResponse, key: str) -> dict[str, Any]:
+        """The JSON object of a response's body."""
+        return parse_json_body(response.status, response.body, self.url(key))

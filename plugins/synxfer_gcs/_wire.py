@@ -28,8 +28,6 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
-
 from synxfer import BackendError, ConfigError, ObjectInfo, WriteOptions
 
 __all__ = [
@@ -39,7 +37,6 @@ __all__ = [
     "info_from_headers",
     "multipart_related",
     "object_info",
-    "parse_json",
     "parse_json_body",
     "read_metadata",
     "resource",
@@ -68,11 +65,6 @@ _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
     r"(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
-
-
-def parse_json(response: httpx.Response, url: str) -> dict[str, Any]:
-    """The JSON object a (read) response holds; BackendError naming ``url`` if none."""
-    return parse_json_body(response.status_code, response.content, url)
 
 
 def parse_json_body(status: int, content: bytes | bytearray, url: str) -> dict[str, Any]:
@@ -118,16 +110,20 @@ def object_info(doc: Mapping[str, Any], key: str | None, url: Callable[[str], st
     )
 
 
-def info_from_headers(key: str, headers: httpx.Headers, size: int) -> ObjectInfo | None:
-    """The object's info from a media response, or None without generation and CRC32C."""
+def info_from_headers(key: str, headers: Mapping[str, str], size: int) -> ObjectInfo | None:
+    """The object's info from a media response, or None without generation and CRC32C.
+
+    ``headers``: lower-case names, a repeated header's values joined by
+    ``", "`` (GCS sends ``x-goog-hash`` twice: crc32c and md5).
+    """
     generation = headers.get("x-goog-generation", "").strip()
-    hashes = _parse_goog_hash(headers.get_list("x-goog-hash"))
+    hashes = _parse_goog_hash([headers.get("x-goog-hash", "")])
     if not generation.isdigit() or "crc32c" not in hashes:
         return None
     metadata = read_metadata(
         {
             name[len("x-goog-meta-") :]: value
-            for name, value in headers.multi_items()
+            for name, value in headers.items()
             if name.lower().startswith("x-goog-meta-")
         }
     )
