@@ -16,7 +16,7 @@ import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from synxfer import BackendError
 
@@ -135,9 +135,14 @@ _KEEPS_TAGS: dict[str, bool] = {}
 async def tags_to_keep(wire: S3Wire, src_bucket: str, src_key: str) -> dict[str, str] | None:
     """Before a CopyObject that replaces metadata and gives no tags (every
     copy synxfer's engine makes: it keeps the source's mtime): the source's
-    tags, unless the endpoint is known to keep them itself (None then)."""
+    tags, unless the endpoint is known to keep them itself (None then).
+    Until a copy of a tagged object has shown what an endpoint other than
+    AWS's does, this costs a GetObjectTagging per copy."""
     if _KEEPS_TAGS.get(wire.endpoint_url):
         return None
+    host = urlsplit(wire.endpoint_url).hostname or ""
+    if host.endswith((".amazonaws.com", ".amazonaws.com.cn")):
+        return None  # S3 itself keeps them: no request to learn it
     return await get_object_tagging(wire, src_bucket, src_key) or None
 
 
