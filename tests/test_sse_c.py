@@ -20,6 +20,7 @@ import base64
 import logging
 import os
 import pickle
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,7 @@ async def test_missing_or_wrong_key_is_a_clear_error(
     async with synxfer.Client(CONFIG, sse_c_read_key=KEY2) as client:
         with pytest.raises(synxfer.PermissionDenied) as denied:
             await client.download_file(url, tmp_path / "b")
-    assert "not the object's" in str(denied.value)
+    assert "may not be the object's" in str(denied.value)
     assert not _leaks(str(err.value) + str(denied.value), KEY, KEY2)
 
 
@@ -242,7 +243,7 @@ def test_cli_never_shows_the_key(
         outputs.append(out + err)
     assert codes == [0, 0, 1, 0], [o[-500:] for o in outputs]
     assert (tmp_path / "m.out").read_bytes() == big.read_bytes()
-    assert "not the object's" in outputs[2]
+    assert "may not be the object's" in outputs[2]
     assert '"type"' in outputs[0]  # --json lines were printed (and searched)
     for text in outputs:
         assert not _leaks(text, KEY, KEY2, raw)
@@ -339,3 +340,52 @@ def test_an_sse_c_etag_is_no_md5() -> None:
         "k", {**answer, "x-amz-server-side-encryption-customer-algorithm": ""}, None
     )
     assert [e.name for e in expectations(plain)] == ["md5"]  # the same ETag, unencrypted
+
+
+@pytest.fixture
+def rgw(ceph_rgw: Any, monkeypatch: pytest.MonkeyPatch) -> S3World:
+    """Ceph RGW 16 with its documented ``rgw_crypt_require_ssl = false`` (set
+    through the daemon's admin socket): RGW refuses SSE-C over plain HTTP
+    otherwise, and these tests have no TLS in front of it."""
+    import shutil
+
+    if shutil.which("ceph") is None:
+        pytest.skip("the ceph command (ceph-common) is not installed")
+    (asok,) = Path(ceph_rgw.workdir, "run").glob("client.rgw.*.asok")
+    subprocess.run(
+        ["ceph", "--admin-daemon", str(asok), "config", "set", "rgw_crypt_require_ssl", "false"],
+        check=True,
+        capture_output=True,
+    )
+    w = S3World(
+        "ceph-rgw", ceph_rgw.endpoint_url, ceph_rgw.access_key, ceph_rgw.secret_key,
+        ceph_rgw.region,
+    )  # fmt: skip
+    w.apply(monkeypatch)
+    return w
+
+
+async def test_ceph_rgw_stores_sse_c_and_nothing_verifies_it(
+    rgw: S3World, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """RGW 16 encrypts with the key (refuses a read without it) but keeps no
+    checksum (it ignores x-amz-checksum-*) and its SSE-C ETag is no MD5 to
+    synxfer: the download is said to be not verified, and why -- never
+    checked against the ETag as if it were an MD5."""
+    small, big = files
+    bucket = _bucket(rgw)
+    async with synxfer.Client(CONFIG, sse_c_write_key=KEY) as client:
+        for path, key in ((small, "s"), (big, "m")):
+            (await client.upload_file(path, f"s3://{bucket}/{key}")).raise_for_failures()
+    assert _encrypted(rgw, bucket, "s", KEY) == small.read_bytes()
+    assert _encrypted(rgw, bucket, "m", KEY) == big.read_bytes()
+    async with synxfer.Client(CONFIG, sse_c_read_key=KEY) as client:
+        for key, path in (("s", small), ("m", big)):
+            out = tmp_path / f"{key}.out"
+            r = await client.download_file(f"s3://{bucket}/{key}", out)
+            r.raise_for_failures()
+            assert out.read_bytes() == path.read_bytes()
+            assert r.not_verified == 1
+            (warning,) = r.warnings
+            assert warning.kind == "not-verified"
+            assert "SSE-C" in warning.message

@@ -4,7 +4,8 @@ on upload (PutObject and CreateMultipartUpload), kept by a server-side copy
 tags -- reads GetObjectTagging and sets them, on create or, past 2 KiB,
 with PutObjectTagging afterwards, as aws-cli does), replaced when given;
 refused where a store has no tags (gs://) and when they break S3's limits.
-On stock moto and SeaweedFS, as they ship.
+On stock moto, SeaweedFS and Ceph RGW, as they ship (RGW 16 keeps the
+source's tags on a CopyObject told to REPLACE them: they are set after).
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART)
 TAGS = {"project": "alpha beta", "owner": "a+b@example.org", "path": "x/y:z=1", "empty": ""}
 
 
-@pytest.fixture(params=["stock-moto", "seaweedfs"])
+@pytest.fixture(params=["stock-moto", "seaweedfs", "ceph-rgw"])
 def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3World:
     if request.param == "stock-moto":
         moto = request.getfixturevalue("stock_moto")
         w = S3World("stock-moto", moto.endpoint_url, "testing", "testing")
-    else:
+    elif request.param == "seaweedfs":
         weed = request.getfixturevalue("seaweed_session")
         w = S3World("seaweedfs", weed.endpoint_url, weed.access_key, weed.secret_key)
+    else:  # Ceph RGW 16 ignores CopyObject's REPLACE tagging directive: set after
+        rgw = request.getfixturevalue("ceph_rgw")
+        w = S3World("ceph-rgw", rgw.endpoint_url, rgw.access_key, rgw.secret_key, rgw.region)
     w.apply(monkeypatch)
     return w
 
