@@ -429,3 +429,19 @@ def test_cross_cloud_copy_row(tmp_path: Path, capfd: pytest.CaptureFixture[str])
     assert result["direction"] == "copy"
     assert result["cost"]["as_sent"]["egress_usd"] > 0
     assert "STORAGE_EMULATOR_HOST" not in os.environ  # restored after the run
+
+
+def test_a_download_only_row_is_staged_once_and_read_by_every_tool(tmp_path: Path) -> None:
+    """speed-tls's 1x10GiB row: one unmeasured put, then each tool only downloads it."""
+    (big,) = [r for r in SCENARIOS["speed-tls"].rows if r.directions == ("download",)]
+    assert (big.files, big.size) == (1, 10 * 2**30)
+    scenario = SCENARIOS["speed-tls"].scaled(1e-4)
+    row = scenario.rows[-1]
+    plan = RunPlan(scenario, (row,), 1e-4, tmp_path, repeat=2)
+    tools = make_tools(["synxfer"], Peers(tmp_path / "no-peers"))
+    with EmbeddedTarget() as target:
+        result = run_matrix(plan, target, tools)
+        assert target.run(target.list_prefix("")) == {}  # the staged copies are gone
+    assert {s.direction for s in result.samples} == {"download"}
+    assert len(result.samples) == 2
+    assert all(s.ok and s.verified for s in result.samples)

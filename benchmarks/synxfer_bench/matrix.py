@@ -394,6 +394,8 @@ class _Runner:
         self.generated: list[Path] = []
         #: The listing after the last sync round, per prefix (per-round accounting).
         self._listings: dict[str, Listing] = {}
+        #: Prefixes of download-only rows staged for this row (see _tool_row).
+        self._staged: set[str] = set()
         #: Stored bytes of what an upload left at a prefix (a download moves those).
         self._stored: dict[str, int] = {}
         #: The second bucket on the target that copy rows write to (None: none).
@@ -738,9 +740,20 @@ class _Runner:
             "resync2": Op("sync", prefix, None, concurrency),
             "copy": Op("copy", prefix, None, concurrency, copy_to=row.copy_to + prefix),
         }
-        # Downloads need what the tool uploaded first, measured as the upload.
         steps = list(directions)
-        if "download" in steps and "upload" not in steps:
+        # A download-only row: every tool reads the same objects, put there once
+        # per repetition by synxfer's default upload (not measured), so a big row
+        # costs one upload instead of one per tool and all read the same bytes.
+        # Otherwise a download reads what the tool uploaded, measured as the upload.
+        staged = "download" in steps and "upload" not in steps and "sync" not in steps
+        if staged:
+            prefix = f"{_slug(row.name)}/staged{suffix}-{rep}/"
+            ops["download"] = dataclasses.replace(ops["download"], prefix=prefix)
+            if prefix not in self._staged:
+                self._stage(src, prefix)
+                self._staged.add(prefix)
+                self._stored[prefix] = sum(expected_sizes(row).values())
+        elif "download" in steps and "upload" not in steps:
             steps.insert(0, "upload")
         for direction in steps:
             reason = tool.unsupported(ops[direction], self.target)
@@ -785,7 +798,11 @@ class _Runner:
             self._stored.pop(prefix, None)
             if "copy" in steps:
                 self._empty_copy_destination(ops["copy"].copy_to)
-            self._cleanup(prefix, out)
+            if staged:  # the objects stay for the next tool; _rows removes them
+                if out is not None and out.exists():
+                    shutil.rmtree(out, ignore_errors=True)
+            else:
+                self._cleanup(prefix, out)
 
     # -- everything
     def run(self) -> MatrixResult:
@@ -866,6 +883,9 @@ class _Runner:
                     self.log(f"  run {rep + 1}/{plan.repeat}{conc}")
                     for tool in order:
                         self._tool_row(tool, row, src, rep, concurrency)
+            for prefix in sorted(self._staged):
+                self._cleanup(prefix, None)
+            self._staged.clear()
 
 
 def _slug(name: str) -> str:

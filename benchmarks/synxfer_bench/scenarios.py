@@ -44,6 +44,7 @@ __all__ = [
     "SMALL_FILE",
     "SMALL_ROW_BUDGET",
     "SPEED",
+    "SPEED_TLS",
     "SYNAPSE_PATH",
     "Row",
     "Scenario",
@@ -516,11 +517,28 @@ SPEED = Scenario(
     target="seaweedfs",
 )
 
+#: Issue 37's table: the speed rows over HTTPS (SeaweedFS serving S3 with TLS, a
+#: CA made per run, every tool verifying it), plus the seed's big row, 1x10GiB
+#: down (read by every tool from one copy synxfer puts there unmeasured).
+SPEED_TLS = replace(
+    SPEED,
+    name="speed-tls",
+    rows=(*SPEED.rows, replace(Row.of(1, 10 * GiB), directions=("download",))),
+    description=(
+        "issue 37's table: issue 10's speed rows over HTTPS (every tool verifying a "
+        "per-run CA), plus the seed's 1x10GiB download, synxfer against s5cmd, aws-cli "
+        "and rclone"
+    ),
+    source="issue 37 (speed where users are: HTTPS)",
+    target="seaweedfs-tls",
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         QUICK,
         SPEED,
+        SPEED_TLS,
         SYNAPSE_UPLOAD,
         SYNAPSE_DOWNLOAD,
         SYNAPSE_PATH,
