@@ -38,6 +38,12 @@ whole, so it was created when it was last modified); ``sign()`` is
 :meth:`synxfer.Client.presign`; writing into a missing bucket raises
 FileNotFoundError naming the bucket.
 
+Object versions as in s3fs: with ``version_aware=True``, a path
+``bucket/key?versionId=V`` (or ``open(path, version_id=V)``) reads, gets,
+copies and removes that version only, ``info`` reports ``VersionId``, and
+``ls(path, versions=True)`` lists every version (docs/versions.md). Without
+it, ``?versionId=`` is part of the key, as any character is.
+
 This module uses only synxfer's public API (the Client and the backend SDK).
 """
 
@@ -107,6 +113,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         profile: str | None = None,
         backend_options: Mapping[str, Mapping[str, str]] | None = None,
         follow_symlinks: bool = True,
+        version_aware: bool = False,
         **kwargs: Any,
     ) -> None:
         if not self.scheme:
@@ -126,6 +133,8 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         self._client: Client | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.blocksize = self.config.part_size
+        #: ``path?versionId=V`` names a version (s3fs's option of the same name).
+        self.version_aware = version_aware
 
     # -- paths ------------------------------------------------------------------
 
@@ -178,9 +187,25 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             weakref.finalize(self, _close_client, self._client, loop)
         return self._client
 
+    def _split_version(self, path: str) -> tuple[str, str | None]:
+        """``(path, version id)`` of s3fs's ``path?versionId=V`` when
+        ``version_aware``; otherwise the path as it is, and no version."""
+        if self.version_aware and _VERSION_ID in path:
+            path, _, version = path.partition(_VERSION_ID)
+            return path, version
+        return path, None
+
     async def _backend(self, path: str) -> tuple[Backend, str]:
+        """The backend and key of ``path``: a view of its version, if it names one."""
+        path, version = self._split_version(path)
         client = await self._get_client()
-        return await client.backend(self._url(path))
+        backend, key = await client.backend(self._url(path))
+        if version is None:
+            return backend, key
+        try:
+            return backend.at_version(version), key
+        except NotImplementedError:
+            raise ValueError(f"{self.protocol[0]}:// has no object versions: {path}") from None
 
     async def _close(self) -> None:
         """Close the client (its connections and worker threads)."""
@@ -196,7 +221,7 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     # -- metadata -----------------------------------------------------------------
 
     def _file_entry(self, root: str, info: ObjectInfo) -> dict[str, Any]:
-        return {
+        entry = {
             "name": self._name(root, info.key),
             "size": info.size,
             "type": "file",
@@ -204,12 +229,20 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             "etag": info.etag,
             "content_type": info.content_type,
         }
+        if self.version_aware and info.version_id is not None:
+            entry["VersionId"] = info.version_id  # s3fs's name
+        return entry
 
     def _dir_entry(self, name: str) -> dict[str, Any]:
         return {"name": name, "size": 0, "type": "directory"}
 
     async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
+        if kwargs.get("version_id"):
+            path = self._versioned_path(path, kwargs["version_id"])
+        if self._split_version(path)[1] is not None:
+            backend, key = await self._backend(path)
+            return self._file_entry(self._root(path), await backend.stat(key))
         if not path and self.scheme != "file":
             return self._dir_entry("")  # the service: its buckets are its "directories"
         backend, key = await self._backend(path)
@@ -238,7 +271,12 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         url = self._url(path)
         prefix_url = url if url.endswith("/") else url + "/"
         entries: list[dict[str, Any]] = []
-        async for item in client.ls(prefix_url):
+        versions = bool(kwargs.get("versions"))
+        if versions and not self.version_aware:
+            raise ValueError("ls(versions=True) needs a version_aware filesystem (as s3fs)")
+        async for item in client.ls(prefix_url, versions=versions):
+            if isinstance(item, ObjectInfo) and item.delete_marker:
+                continue  # no file: a version listing's record of a delete
             if isinstance(item, str):
                 entries.append(self._dir_entry(self._name(root, item.rstrip("/"))))
             elif not item.key.endswith("/"):  # a "directory marker" is no file
@@ -393,8 +431,9 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
         if os.path.isdir(lpath):
             return  # a "directory": fsspec made it already
         client = await self._get_client()
+        rpath, version = self._split_version(rpath)
         try:
-            _check(await client.download_file(self._url(rpath), lpath))
+            _check(await client.download_file(self._url(rpath), lpath, version_id=version))
         except ConfigError:
             if (await self._info(rpath))["type"] != "directory":
                 raise
@@ -403,8 +442,9 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Object to object: server-side within a bucket, else streamed."""
         client = await self._get_client()
+        path1, version = self._split_version(path1)
         try:
-            _check(await client.copy(self._url(path1), self._url(path2)))
+            _check(await client.copy(self._url(path1), self._url(path2), version_id=version))
         except ConfigError:
             if (await self._info(path1))["type"] != "directory":
                 raise
@@ -412,6 +452,18 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         backend, key = await self._backend(path)
         await backend.delete(key)
+
+    async def _expand_path(
+        self, path: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> Any:
+        """A version's path (``?versionId=``, version aware) is itself, no glob
+        (its ``?`` is not a wildcard): ``cat``, ``get`` and ``rm`` take it."""
+        if isinstance(path, str):
+            stripped = self._strip_protocol(path)
+            if self._split_version(stripped)[1] is not None:
+                await self._info(stripped)  # FileNotFoundError if it is not there
+                return [stripped]
+        return await super()._expand_path(path, recursive=recursive, maxdepth=maxdepth, **kwargs)
 
     async def _rm(self, path: Any, recursive: bool = False, **kwargs: Any) -> None:
         """Delete in batches (one request per up to 1,000 keys where the store can)."""
@@ -478,6 +530,13 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
 
     async def _get(self, rpath: Any, lpath: Any, recursive: bool = False, **kwargs: Any) -> Any:
         """A whole remote "directory" comes in one engine run (``Client.copy``)."""
+        if isinstance(rpath, str) and isinstance(lpath, str):
+            stripped = self._strip_protocol(rpath)
+            key_path, version = self._split_version(stripped)
+            if version is not None:  # one version of one object: no glob ('?'), no tree
+                if _trailing_sep(lpath) or os.path.isdir(lpath):
+                    lpath = os.path.join(lpath, posixpath.basename(key_path))
+                return await self._get_file(stripped, lpath)
         tree = self._tree_source(rpath, lpath, recursive, kwargs, local_source=False)
         if tree is None or not await self._isdir(rpath):
             return await super()._get(rpath, lpath, recursive=recursive, **kwargs)
@@ -524,6 +583,11 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
     ) -> SynxferFile:
         if mode not in ("rb", "wb", "xb"):
             raise ValueError(f"mode {mode!r}: synxfer files open as 'rb', 'wb' or 'xb'")
+        version_id = kwargs.pop("version_id", None)
+        if version_id is not None:
+            path = self._versioned_path(path, version_id)
+        if mode != "rb" and self._split_version(path)[1] is not None:
+            raise ValueError(f"a version is read only: open {path!r} with mode 'rb'")
         if mode == "xb":
             if self.exists(path):
                 raise FileExistsError(errno.EEXIST, "exists", path)
@@ -537,6 +601,15 @@ class SynxferFileSystem(AsyncFileSystem):  # type: ignore[misc]
             cache_options=cache_options,
             **kwargs,
         )
+
+    def _versioned_path(self, path: str, version_id: str) -> str:
+        """``path?versionId=V``; s3fs's ValueError on a filesystem not version aware."""
+        if not self.version_aware:
+            raise ValueError(
+                "version_id cannot be specified if the filesystem is not version aware "
+                "(version_aware=True)"
+            )
+        return f"{self._split_version(path)[0]}{_VERSION_ID}{version_id}"
 
 
 class SynxferFile(AbstractBufferedFile):  # type: ignore[misc]
@@ -622,6 +695,10 @@ SxFileFileSystem = filesystem_class("file")
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+#: How a path names an object version (s3fs's spelling).
+_VERSION_ID = "?versionId="
 
 
 def _trailing_sep(path: str) -> bool:

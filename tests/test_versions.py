@@ -316,3 +316,45 @@ def test_cli_bad_version_input_exits_2(
     err = capsys.readouterr().err
     assert says in err
     assert "Traceback" not in err
+
+
+# -- fsspec ------------------------------------------------------------------
+
+
+def test_fsspec_version_aware(moto: S3World, tmp_path: Path) -> None:
+    """s3fs's spelling: ``path?versionId=V``, ``open(version_id=)``,
+    ``ls(versions=True)``, ``info()['VersionId']``; only with version_aware."""
+    from synxfer.fsspec import filesystem_class
+
+    bucket = _versioned_bucket(moto)
+    old, new = os.urandom(BIG), os.urandom(BIG)
+    v1 = _put(moto, bucket, "k", old)
+    v2 = _put(moto, bucket, "k", new)
+    cls = filesystem_class("s3")
+    fs = cls(
+        config=CONFIG, endpoint_url=moto.endpoint_url, version_aware=True, skip_instance_cache=True
+    )
+    path = f"{bucket}/k?versionId={v1}"
+    assert fs.info(path)["VersionId"] == v1
+    assert fs.info(f"{bucket}/k")["VersionId"] == v2
+    # Block reads of the file: every ranged read names the version.
+    with fs.open(f"{bucket}/k", version_id=v1, block_size=PART) as f:
+        assert f.read() == old
+    assert fs.cat_file(path, start=PART, end=PART + 10) == old[PART : PART + 10]
+    assert fs.cat(path) == old
+    fs.get(path, str(tmp_path / "old"))
+    assert (tmp_path / "old").read_bytes() == old
+    listed = fs.ls(f"{bucket}/", versions=True)
+    assert [(e["name"], e["VersionId"]) for e in listed] == [
+        (f"{bucket}/k", v2),
+        (f"{bucket}/k", v1),
+    ]
+    fs.rm(path)
+    assert [e["VersionId"] for e in fs.ls(f"{bucket}/", versions=True)] == [v2]
+    assert fs.cat(f"{bucket}/k") == new
+    # Not version aware: s3fs's ValueError; '?versionId=' is then part of a key.
+    plain = cls(config=CONFIG, endpoint_url=moto.endpoint_url, skip_instance_cache=True)
+    with pytest.raises(ValueError, match="not version aware"):
+        plain.open(f"{bucket}/k", version_id=v1)
+    with pytest.raises(FileNotFoundError):
+        plain.info(f"{bucket}/k?versionId={v2}")
