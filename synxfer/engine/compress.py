@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import logging
 import os
 from collections.abc import Callable, Mapping
 from operator import attrgetter
@@ -46,12 +48,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .._exceptions import ConfigError, IntegrityError, SourceChangedError
+from .._exceptions import ConfigError, IntegrityError, NotFound, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ..backend import Backend, Checksum, ChecksumAlgorithm
 from ._os import pread
 from .checksums import new_hash
 from .core import Engine, keep_existing
+from .journal import UploadEntry
 from .localfile import (
     LocalFile,
     commit_temp,
@@ -62,7 +65,7 @@ from .localfile import (
     temp_path_for,
 )
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, upload_options
-from .parts import Part, checksum_of, plan_part_size
+from .parts import Part, checksum_of, etag_parts, plan_part_size
 from .scheduler import Lease
 from .verify import Plan, Settled, Sums, gave_up, raise_mismatch_of, retry_mismatch, unit_value
 
@@ -81,6 +84,8 @@ __all__ = [
     "upload_compressed",
     "write_decompressed",
 ]
+
+log = logging.getLogger("synxfer")
 
 ENCODING_KEY = "synxfer-encoding"
 ORIGINAL_SIZE_KEY = "synxfer-size"
@@ -180,9 +185,11 @@ class _Compressing:
         return n
 
     def fill(
-        self, buf: memoryview, algorithm: ChecksumAlgorithm | None
-    ) -> tuple[bytes | bytearray, Checksum | None]:
-        """The next compressed bytes, up to ``len(buf)``, and their checksum.
+        self, buf: memoryview, algorithm: ChecksumAlgorithm | None, md5: bool = False
+    ) -> tuple[bytes | bytearray, Checksum | None, str | None]:
+        """The next compressed bytes, up to ``len(buf)``, their checksum and,
+        with ``md5``, their MD5 (hex: what a resumed upload compares with the
+        ETag of the part an earlier run sent).
 
         A full part is ``buf``'s own bytearray (no copy); the stream's short
         last piece is copied out (``bytes``, at most one part) since backends
@@ -197,10 +204,11 @@ class _Compressing:
                 break
             n += got
         checksum = checksum_of(algorithm, view[:n])
+        digest = hashlib.md5(view[:n]).hexdigest() if md5 else None
         obj = view.obj
         if n == len(view) and isinstance(obj, bytearray) and len(obj) == n:
-            return obj, checksum
-        return bytes(view[:n]), checksum
+            return obj, checksum, digest
+        return bytes(view[:n]), checksum, digest
 
 
 async def upload_compressed(
@@ -215,7 +223,17 @@ async def upload_compressed(
 
     The file's identity is taken when it is opened and checked after its
     last byte is read, before the object is committed (as uploads do).
+
+    A multipart upload is journaled like any other (its entry names the
+    codec, ``zstd-<level>``), so an interrupted one resumes: the file is
+    compressed again from its start (the stream is cut at the same
+    offsets), and a part the server already holds is not sent again when
+    the MD5 of the part just compressed is its ETag (or, where ETags are
+    not MD5s, its checksum the one journaled): the server keeps the bytes
+    this run would send, whatever zstandard version compressed them.
     """
+    from .upload import abort_upload, journal_new_upload  # upload imports this module
+
     cfg = engine.config
     scheduler = engine.scheduler
     caps = backend.capabilities
@@ -236,15 +254,35 @@ async def upload_compressed(
             ENCODING_KEY: ZSTD,
             ORIGINAL_SIZE_KEY: str(size),
         }
+        dest = backend.url(key)
+        codec = f"{ZSTD}-{level}"
 
         async def check_unchanged() -> None:
             if comp.source.offset != size or not await f.unchanged_since(before):
                 raise source_changed(path)
 
+        async def failed(exc: BaseException, upload: MultipartUpload) -> None:
+            # As upload.upload_path: interrupted, the journal keeps the upload
+            # for the next run; failed, it is forgotten once aborted.
+            if isinstance(exc, asyncio.CancelledError):
+                if not engine.resumable:
+                    await abort_upload(backend, upload)
+            elif await abort_upload(backend, upload):
+                await engine.journal.upload_done(dest)
+
         async with scheduler.reserve(part_size) as first:
-            data, checksum = await scheduler.io_holding(comp.fill, first.view(), algorithm)
+            # Whether an earlier run left this upload: looked up while part 1 compresses.
+            earlier = asyncio.ensure_future(engine.journal.upload_get(dest))
+            try:
+                data, checksum, _ = await scheduler.io_holding(comp.fill, first.view(), algorithm)
+            except BaseException:
+                earlier.cancel()
+                raise
+            entry = await earlier
             raw = comp.read_since()
             if comp.eof and len(data) <= caps.max_single_put:
+                if entry is not None:
+                    await _forget(engine, backend, key, entry.upload_id)
                 metadata[PART_SIZE_KEY] = "0"
                 await check_unchanged()
                 opts = upload_options(options, metadata, content_type)
@@ -258,40 +296,163 @@ async def upload_compressed(
                 )
             metadata[PART_SIZE_KEY] = str(part_size)
             opts = upload_options(options, metadata, content_type)
-            upload = await backend.create_multipart(key, opts)
+            upload: MultipartUpload | None = None
+            held: dict[int, CompletedPart] = {}
+            if entry is not None:
+                same = (entry.src, entry.identity, entry.part_size, entry.codec) == (
+                    str(path),
+                    before,
+                    part_size,
+                    codec,
+                )
+                # An upload with a chosen checksum is never resumed (as upload.py).
+                same = same and options.checksum_algorithm is None
+                upload, held = await _held_parts(engine, backend, key, entry, same)
+            if upload is None:
+                upload = await backend.create_multipart(key, opts)
+                await journal_new_upload(engine, backend, upload, path, before, part_size, codec)
+            else:
+                log.info("resuming %s: %d part(s) on the server to compare", dest, len(held))
+            done: list[CompletedPart] = []
+            sender = _Sender(engine, backend, upload, held, done)
             try:
-                done = [await backend.upload_part(upload, 1, data, checksum)]
-                engine.progress(len(data), "up", advanced=raw)
-            except BaseException:
-                await _abort(backend, upload)
+                if 1 in held:  # compare part 1 with the server's (one more hash)
+                    data, checksum, md5 = await scheduler.io_holding(_rehash, data, algorithm, True)
+                    sent = await sender.part(1, data, checksum, md5, raw)
+                else:
+                    sent = await sender.part(1, data, checksum, None, raw)
+            except BaseException as exc:
+                await failed(exc, upload)
                 raise
         try:
-            sent = len(data) + await _send_rest(engine, comp, backend, upload, part_size, done)
+            sent += await _send_rest(comp, sender, part_size)
             await check_unchanged()
             await backend.complete_multipart(upload, sorted(done, key=attrgetter("number")))
-        except BaseException:
-            await _abort(backend, upload)
+        except BaseException as exc:
+            await failed(exc, upload)
             raise
+        await engine.journal.upload_done(dest)
         return sent
     finally:
         await f.close()
 
 
-async def _abort(backend: Backend, upload: MultipartUpload) -> None:
+def _rehash(
+    data: bytes | bytearray, algorithm: ChecksumAlgorithm | None, md5: bool
+) -> tuple[bytes | bytearray, Checksum | None, str | None]:
+    """``data``, its checksum and MD5 (a worker thread)."""
+    return data, checksum_of(algorithm, memoryview(data)), hashlib.md5(data).hexdigest()
+
+
+async def _forget(engine: Engine, backend: Backend, key: str, upload_id: str) -> None:
+    """Abort an earlier run's upload this one will not continue, and forget
+    it once gone (an abort refused leaves the entry, to be tried again)."""
     from .upload import abort_upload  # upload imports this module
 
-    await abort_upload(backend, upload)
+    if await abort_upload(backend, MultipartUpload(key, upload_id)):
+        await engine.journal.upload_done(backend.url(key))
 
 
-async def _send_rest(
-    engine: Engine,
-    comp: _Compressing,
-    backend: Backend,
-    upload: MultipartUpload,
-    part_size: int,
-    done: list[CompletedPart],
-) -> int:
-    """Parts 2.. of the stream; returns their bytes.
+async def _held_parts(
+    engine: Engine, backend: Backend, key: str, entry: UploadEntry, same: bool
+) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
+    """The earlier run's upload to continue and the parts the server holds
+    of it (ListParts, with the journaled checksum where the listing has
+    none), or ``(None, {})`` when it cannot be continued (another file,
+    version, level or part size; gone from the server): then it is aborted
+    and forgotten."""
+    upload = MultipartUpload(key, entry.upload_id)
+    if same and backend.capabilities.list_parts:
+        try:
+            listed = await backend.list_parts(upload)
+        except NotFound:
+            await engine.journal.upload_done(backend.url(key))
+            return None, {}
+        held: dict[int, CompletedPart] = {}
+        for p in listed:
+            _etag, _size, checksum = entry.parts.get(p.number, (None, None, None))
+            if not p.checksum and checksum:
+                p = CompletedPart(p.number, p.etag, p.size, checksum)
+            held[p.number] = p
+        return upload, held
+    await _forget(engine, backend, key, entry.upload_id)
+    return None, {}
+
+
+class _Sender:
+    """Sends the parts of one compressed upload, journaling each, and keeps
+    those the server already holds with the same bytes (a resumed upload)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        backend: Backend,
+        upload: MultipartUpload,
+        held: dict[int, CompletedPart],
+        done: list[CompletedPart],
+    ) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.upload = upload
+        self.held = held
+        self.done = done
+        self.dest = backend.url(upload.key)
+
+    def wants_md5(self, number: int) -> bool:
+        return number in self.held
+
+    def holds(
+        self, number: int, data: bytes | bytearray, checksum: Checksum | None, md5: str | None
+    ) -> CompletedPart | None:
+        """The server's part ``number`` if it is ``data``: its ETag is the
+        MD5 of ``data``, or (an ETag that is no MD5) its checksum is."""
+        listed = self.held.get(number)
+        if listed is None or listed.size != len(data):
+            return None
+        etag = listed.etag.strip('"').lower()
+        same = (
+            md5 == etag
+            if etag_parts(etag) == 0
+            else checksum is not None and listed.checksum == checksum.value
+        )
+        if not same:
+            return None
+        if listed.checksum or checksum is None:
+            return listed
+        # Neither listed nor journaled (acknowledged after the last run's last
+        # journal write): the checksum completing the upload needs is this one.
+        return CompletedPart(listed.number, listed.etag, listed.size, checksum.value)
+
+    async def part(
+        self,
+        number: int,
+        data: bytes | bytearray,
+        checksum: Checksum | None,
+        md5: str | None,
+        raw: int,
+    ) -> int:
+        """Part ``number`` (``raw`` bytes of the file) kept or sent; the bytes sent."""
+        kept = self.holds(number, data, checksum, md5)
+        if kept is not None:
+            self.done.append(kept)
+            self.engine.progress(0, "up", advanced=raw)
+            return 0
+        completed = await self.backend.upload_part(self.upload, number, data, checksum)
+        self.done.append(completed)
+        await self.engine.journal.upload_part(
+            self.dest,
+            self.upload.upload_id,
+            number,
+            completed.etag,
+            completed.size,
+            completed.checksum,
+        )
+        self.engine.progress(completed.size, "up", advanced=raw)
+        return completed.size
+
+
+async def _send_rest(comp: _Compressing, sender: _Sender, part_size: int) -> int:
+    """Parts 2.. of the stream; returns their bytes sent.
 
     The scheduler reserves each part's memory before its task exists; the
     parts are filled in order (each waits for the one before), then sent
@@ -299,7 +460,8 @@ async def _send_rest(
     offered while it has not ended: the few offered past its end find it
     ended and send nothing.
     """
-    algorithm = backend.capabilities.part_checksum
+    engine = sender.engine
+    algorithm = sender.backend.capabilities.part_checksum
     scheduler = engine.scheduler
     sent = 0
     turns: dict[int, asyncio.Event] = {1: asyncio.Event()}
@@ -312,12 +474,15 @@ async def _send_rest(
             yield Part(index, index * part_size, part_size)
             index += 1
 
-    async def send(part: Part, lease: Lease) -> tuple[CompletedPart, int] | None:
+    async def send(part: Part, lease: Lease) -> int:
         await turns[part.index].wait()
         try:
             if comp.eof:
-                return None
-            data, checksum = await scheduler.io_holding(comp.fill, lease.view(), algorithm)
+                return 0
+            md5 = sender.wants_md5(part.number)
+            data, checksum, digest = await scheduler.io_holding(
+                comp.fill, lease.view(), algorithm, md5
+            )
             raw = comp.read_since()  # before the next part's fill starts
         finally:
             turns[part.index + 1].set()
@@ -325,16 +490,12 @@ async def _send_rest(
             # The stream ended exactly at the previous part's end.
             if raw:
                 engine.progress(0, "up", advanced=raw)
-            return None
-        return await backend.upload_part(upload, part.number, data, checksum), raw
+            return 0
+        return await sender.part(part.number, data, checksum, digest, raw)
 
-    async def sent_part(part: Part, result: tuple[CompletedPart, int] | None) -> None:
+    async def sent_part(part: Part, n: int) -> None:
         nonlocal sent
-        if result is not None:
-            completed, raw = result
-            done.append(completed)
-            sent += completed.size
-            engine.progress(completed.size, "up", advanced=raw)
+        sent += n
 
     try:
         await scheduler.map_parts(parts(), send, sent_part)

@@ -42,7 +42,8 @@ T = TypeVar("T")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS uploads (
     dest TEXT PRIMARY KEY, src TEXT NOT NULL, dev INTEGER, ino INTEGER, size INTEGER,
-    mtime_ns INTEGER, upload_id TEXT NOT NULL, part_size INTEGER, started REAL
+    mtime_ns INTEGER, upload_id TEXT NOT NULL, part_size INTEGER, started REAL,
+    codec TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS upload_parts (
     dest TEXT NOT NULL, upload_id TEXT NOT NULL, number INTEGER NOT NULL,
@@ -60,7 +61,7 @@ CREATE TABLE IF NOT EXISTS download_parts (
 """
 #: Bumped when the schema changes; an older journal is dropped (it is a cache:
 #: the cost is one restart of the transfers it described).
-_VERSION = 3
+_VERSION = 4
 
 
 def default_state_dir() -> Path:
@@ -76,6 +77,9 @@ class UploadEntry(NamedTuple):
     upload_id: str
     part_size: int
     parts: dict[int, tuple[str, int, str | None]]  # number -> (etag, size, checksum)
+    # The encoding of the bytes the parts hold ("": the file's own bytes;
+    # "zstd-3": its zstd stream at level 3): an upload resumes only as it began.
+    codec: str = ""
 
 
 class DownloadEntry(NamedTuple):
@@ -122,7 +126,7 @@ class Journal:
     def upload_get(self, dest: str) -> UploadEntry | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT src, dev, ino, size, mtime_ns, upload_id, part_size FROM uploads "
+                "SELECT src, dev, ino, size, mtime_ns, upload_id, part_size, codec FROM uploads "
                 "WHERE dest = ?",
                 (dest,),
             ).fetchone()
@@ -135,7 +139,7 @@ class Journal:
             ).fetchall()
         return UploadEntry(
             dest, row[0], (row[1], row[2], row[3], row[4]), row[5], row[6],
-            {n: (etag, size, checksum) for n, etag, size, checksum in parts},
+            {n: (etag, size, checksum) for n, etag, size, checksum in parts}, row[7],
         )  # fmt: skip
 
     def upload_start(
@@ -145,13 +149,14 @@ class Journal:
         identity: tuple[int, int, int, int],
         upload_id: str,
         part_size: int,
+        codec: str = "",
     ) -> None:
         with self._lock, self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM upload_parts WHERE dest = ?", (dest,))
             self._db.execute(
-                "INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (dest, src, *identity, upload_id, part_size, time.time()),
+                "INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (dest, src, *identity, upload_id, part_size, time.time(), codec),
             )
 
     def upload_part(
@@ -296,8 +301,11 @@ class ResumeJournal:
         identity: tuple[int, int, int, int],
         upload_id: str,
         part_size: int,
+        codec: str = "",
     ) -> None:
-        await self._run(lambda j: j.upload_start(dest, src, identity, upload_id, part_size), None)
+        await self._run(
+            lambda j: j.upload_start(dest, src, identity, upload_id, part_size, codec), None
+        )
 
     async def upload_part(
         self,

@@ -28,7 +28,7 @@ from .parts import Part, checksum_of, etag_parts, plan_part_size, split
 from .prehash import PrePass, prehash_file, with_digests
 from .scheduler import Lease
 
-__all__ = ["abort_abandoned_uploads", "abort_upload", "upload_path"]
+__all__ = ["abort_abandoned_uploads", "abort_upload", "journal_new_upload", "upload_path"]
 
 log = logging.getLogger("synxfer")
 
@@ -115,7 +115,7 @@ async def upload_path(
             # Orphans of a retried create are the retry layer's business.
             options = with_digests(upload_options(base, metadata, guessed), pre)
             upload = await backend.create_multipart(key, options)
-            await _journal_new_upload(engine, backend, upload, path, before, part_size)
+            await journal_new_upload(engine, backend, upload, path, before, part_size)
         try:
             sent = await _send_parts(engine, f, backend, upload, size, part_size, done, pre)
             await check_unchanged()
@@ -138,13 +138,14 @@ async def upload_path(
         await f.close()
 
 
-async def _journal_new_upload(
+async def journal_new_upload(
     engine: Engine,
     backend: Backend,
     upload: MultipartUpload,
     path: Path,
     ident: tuple[int, int, int, int],
     part_size: int,
+    codec: str = "",
 ) -> None:
     """Journal an upload just created, or abort it if that is interrupted.
 
@@ -155,7 +156,9 @@ async def _journal_new_upload(
     """
     dest = backend.url(upload.key)
     try:
-        await engine.journal.upload_start(dest, str(path), ident, upload.upload_id, part_size)
+        await engine.journal.upload_start(
+            dest, str(path), ident, upload.upload_id, part_size, codec
+        )
     except BaseException:
         if not await abort_upload(backend, upload):
             raise  # the row, if it was written, still names the upload
@@ -231,7 +234,7 @@ async def _resume_upload(
         return None, {}
     upload = MultipartUpload(key, entry.upload_id)
     same = entry.src == str(f.path) and entry.identity == ident and entry.part_size == part_size
-    same = same and not fresh
+    same = same and not fresh and not entry.codec  # a compressed upload's parts are not ranges
     if same and backend.capabilities.list_parts:
         try:
             on_server = {p.number: p for p in await backend.list_parts(upload)}
