@@ -49,8 +49,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn, TypeVar, cast
-
-import aiohttp
+from urllib.parse import quote, urlencode, urlsplit
 
 from synxfer import (
     BackendError,
@@ -71,6 +70,7 @@ from synxfer.backend import (
     BackendOptions,
     Capabilities,
     Checksum,
+    HttpClient,
     Payload,
     bounded_map,
     to_thread_holding,
@@ -194,7 +194,7 @@ class BlockStoreBackend(Backend):
         self.local = self.cluster.local
         self.writer = secrets.token_hex(8)
         self._slots = asyncio.Semaphore(max(1, self.options.max_connections))
-        self._session: aiohttp.ClientSession | None = None
+        self._session: HttpClient | None = None
         self._probe_task: asyncio.Task[None] | None = None
         self._warm_task: asyncio.Task[None] | None = None
         self._uploads: dict[str, _Upload] = {}
@@ -218,19 +218,16 @@ class BlockStoreBackend(Backend):
     # -- lifecycle -----------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the HTTP session, measure every site's RTT, start re-probing."""
+        """Open the HTTP client, measure every site's RTT, start re-probing."""
         if self._session is not None:
             return
-        connector = aiohttp.TCPConnector(
-            limit=0, limit_per_host=2 * max(1, self.options.max_connections) + 8
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            headers={"Authorization": f"Bearer {self.cluster.token.reveal()}"},
-            timeout=aiohttp.ClientTimeout(
-                sock_connect=self.options.connect_timeout, sock_read=self.options.read_timeout
-            ),
-            raise_for_status=False,
+        # The SDK's client, as every plugin's data plane (decision 0017): per
+        # site, block transfers (max_connections), their hedges and the
+        # manifest and probe requests beside them.
+        self._session = HttpClient(
+            max_connections=2 * max(1, self.options.max_connections) + 8,
+            connect_timeout=self.options.connect_timeout,
+            read_timeout=self.options.read_timeout,
         )
         # Measure every site before the first placement, but never wait on a
         # stalled site for long: its probes finish in the background.
@@ -249,11 +246,11 @@ class BlockStoreBackend(Backend):
         self._probe_task = self._warm_task = None
         session, self._session = self._session, None
         if session is not None:
-            await session.close()
+            await session.aclose()
 
     # -- HTTP ----------------------------------------------------------------
 
-    def _http(self) -> aiohttp.ClientSession:
+    def _http(self) -> HttpClient:
         if self._session is None:
             raise BackendError(f"{self!r} is not open", url=self.url())
         return self._session
@@ -278,22 +275,33 @@ class BlockStoreBackend(Backend):
         starts.
         """
         session = self._http()
-        target = self.cluster.url(site) + API + path
+        base = urlsplit(self.cluster.url(site))
+        port = base.port or (443 if base.scheme == "https" else 80)
+        target = quote(base.path + API + path, safe="/-._~")
+        if params:
+            target += "?" + urlencode(params, quote_via=quote, safe="")
+        # The token goes in this header only: the HttpClient puts no header in
+        # a message.
+        hdrs = {
+            "host": base.netloc,
+            "authorization": f"Bearer {self.cluster.token.reveal()}",
+            **{k.lower(): v for k, v in (headers or {}).items()},
+        }
+        if data is not None:
+            hdrs.setdefault("content-type", "application/octet-stream")
         held = self.options.requests.slot() if slot else contextlib.nullcontext()
         try:
-            async with (
-                held,
-                asyncio.timeout(seconds),
-                session.request(method, target, params=params, data=data, headers=headers) as resp,
-            ):
-                body = await resp.read()
-                return resp.status, body, dict(resp.headers)
+            async with held, asyncio.timeout(seconds):
+                resp = await session.request(
+                    method, base.scheme, base.hostname or "", port, target, hdrs, data, label=url
+                )
         except TimeoutError:
             raise TransientError(f"site {site} did not answer in time", url=url) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise Unreachable(
-                f"site {site} unreachable: {type(exc).__name__}: {exc}", url=url
-            ) from None
+        except TransientError as exc:
+            if isinstance(exc.__cause__, OSError):  # could not connect at all
+                raise Unreachable(f"site {site} unreachable: {exc}", url=url) from None
+            raise TransientError(f"site {site}: {exc}", url=url) from None
+        return resp.status, bytes(resp.body), resp.headers
 
     def _fail(self, site: str, status: int, body: bytes, url: str, what: str) -> NoReturn:
         """Raise the synxfer error for an unexpected HTTP status."""
@@ -312,7 +320,7 @@ class BlockStoreBackend(Backend):
         raise BackendError(detail, url=url, status=status)
 
     def _note_load(self, site: str, headers: Mapping[str, str]) -> None:
-        active, rate = headers.get(HEADER_ACTIVE), headers.get(HEADER_RATE)
+        active, rate = headers.get(HEADER_ACTIVE.lower()), headers.get(HEADER_RATE.lower())
         if active is not None:
             with contextlib.suppress(ValueError):
                 self.monitor.record_load(site, int(active), float(rate or 0))
