@@ -9,6 +9,7 @@ or the plugin registry.
 import typing as _typing
 
 from ._config import GiB, KiB, MiB, RetryPolicy, TransferConfig
+from ._customer_key import CustomerKey
 from ._exceptions import (
     BackendError,
     BucketNotFound,
@@ -105,6 +106,7 @@ __all__ = [
     "Client",
     "CompletedPart",
     "ConfigError",
+    "CustomerKey",
     "Event",
     "EventKind",
     "FileFailure",

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 from ._config import TransferConfig, check_capabilities, check_write_options
+from ._customer_key import CustomerKey
 from ._exceptions import BucketNotFound, ConfigError, NotFound
 from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location, parse_location
@@ -35,7 +36,7 @@ from ._versions import (
     stat_version,
     version_view,
 )
-from .backend import Backend, BackendOptions, CustomerKey, customer_key, open_backend, resolve
+from .backend import Backend, BackendOptions, customer_key, open_backend, resolve
 from .engine.compare import Compare, Overwrite, kept, object_time_ns
 from .engine.core import Engine, Job, Run
 from .engine.filters import Filters, has_magic, split_glob
@@ -130,7 +131,7 @@ class Client:
     destination does not honour is a ConfigError before anything moves.
 
     ``sse_c_read_key`` and ``sse_c_write_key`` are customer-provided
-    encryption keys (S3's SSE-C; a :class:`~synxfer.backend.CustomerKey`, or
+    encryption keys (S3's SSE-C; a :class:`~synxfer.CustomerKey`, or
     its 32 raw bytes): the first is sent on every request that reads an
     object (HEAD, ranged GET, the source of a server-side copy), the second
     on every request that writes one (put, each part, complete, a copy's

@@ -30,8 +30,8 @@ import botocore.exceptions
 import pytest
 
 import synxfer
-from synxfer import ConfigError, EventKind, TransferConfig
-from synxfer.backend import BackendOptions, CustomerKey
+from synxfer import ConfigError, CustomerKey, EventKind, TransferConfig
+from synxfer.backend import BackendOptions
 from synxfer.layers import Layer
 
 from ._s3server import S3World

@@ -17,12 +17,12 @@ headers (algorithm, base64 key, base64 MD5 of the key):
 Listing, deleting, ListParts, AbortMultipartUpload and tagging need no key.
 The headers are signed like any ``x-amz-*`` header; synxfer's request log
 never prints a header (:mod:`._signed`), and a key shows in no ``repr``
-(:class:`synxfer.backend.CustomerKey`).
+(:class:`synxfer.CustomerKey`).
 """
 
 from __future__ import annotations
 
-from synxfer.backend import CustomerKey
+from synxfer import CustomerKey
 
 __all__ = ["CustomerKeys", "error_hint", "unconfirmed"]
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from .._config import check_write_options
+from .._customer_key import CUSTOMER_KEY_ALGORITHMS, customer_key
 from .._models import CANNED_ACLS, SSE_ALGORITHMS, WRITE_OPTION_NAMES, ContentDigests
 from ._aio import bounded_map, first_error, shielded, to_thread_holding
 from ._base import (
@@ -66,7 +67,6 @@ from ._base import (
     Payload,
 )
 from ._crc32c import crc32c, crc32c_available
-from ._customer_key import CUSTOMER_KEY_ALGORITHMS, CustomerKey, customer_key
 from ._http import Body, BodyTooLarge, HttpClient
 from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
@@ -101,7 +101,6 @@ __all__ = [
     "ChecksumAlgorithm",
     "ContentDigests",
     "CursorGuard",
-    "CustomerKey",
     "HttpClient",
     "HttpResponse",
     "Payload",

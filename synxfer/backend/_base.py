@@ -13,6 +13,7 @@ from types import MappingProxyType, TracebackType
 from typing import ClassVar, Literal, Self
 
 from .._config import GiB, MiB
+from .._customer_key import CustomerKey
 from .._exceptions import BackendError, PreconditionFailed
 from .._models import (
     BucketInfo,
@@ -25,7 +26,6 @@ from .._models import (
     ReadResult,
     WriteOptions,
 )
-from ._customer_key import CustomerKey
 from ._requests import UNLIMITED, RequestLimiter
 
 __all__ = [

@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 from typing import Any, TypedDict
 
+from .._customer_key import CustomerKey
 from .._exceptions import ConfigError
 from .._tags import parse_tagging
 from .._url import parse_location
-from ..backend import CUSTOMER_KEY_ALGORITHMS, CustomerKey
+from ..backend import CUSTOMER_KEY_ALGORITHMS
 
 __all__ = ["ClientKeys", "add_sse_c_arguments", "client_keys", "customer_key_arg", "tagging_arg"]
 

@@ -20,7 +20,7 @@ import hashlib
 from pathlib import Path
 from typing import NoReturn, Self
 
-from .._exceptions import ConfigError
+from ._exceptions import ConfigError
 
 __all__ = ["CUSTOMER_KEY_ALGORITHMS", "CustomerKey", "customer_key"]
 
