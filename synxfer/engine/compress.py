@@ -27,9 +27,10 @@ stored bytes with the usual checks (:mod:`.verify`) and, in the same
 worker-thread call that hashes each range, decompresses it into the temp
 file, in order. Output beyond ``synxfer-size`` stops it at once; at the end
 the stored bytes' checksum, zstd's own checksum of the original and the
-size must all agree, and only then is the temp file renamed into place. A
-compressed upload or download does not resume from a journal: it starts
-again (its parts follow from the compressed stream, not the file's offsets).
+size must all agree, and only then is the temp file renamed into place.
+A compressed multipart upload is journaled and resumes (see
+:func:`upload_compressed`); a compressed download starts again (its
+decoder needs the stored bytes in order, which the temp file does not keep).
 
 ``zstandard`` is the ``zstd`` extra (``pip install 'synxfer[zstd]'``;
 docs/decisions/0011-zstd-compression.md).
