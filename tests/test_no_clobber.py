@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
 
 import synxfer
@@ -30,24 +28,8 @@ PART = 5 * 1024 * 1024
 CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART)
 
 
-def _s3(world: S3World) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        region_name=world.region,
-    )
-
-
-def _bucket(world: S3World) -> str:
-    name = f"nc-{uuid.uuid4().hex[:12]}"
-    _s3(world).create_bucket(Bucket=name)
-    return name
-
-
 def _body(world: S3World, bucket: str, key: str) -> bytes:
-    data: bytes = _s3(world).get_object(Bucket=bucket, Key=key)["Body"].read()
+    data: bytes = world.admin().get_object(Bucket=bucket, Key=key)["Body"].read()
     return data
 
 
@@ -70,13 +52,13 @@ class Intruder(Layer):
     async def _call(self, op: str, fn: Any, *args: Any) -> Any:
         if op == self.op:
             key = args[0] if op == "put" else args[0].key
-            _s3(self.world).put_object(Bucket=self.bucket, Key=key, Body=b"theirs")
+            self.world.admin().put_object(Bucket=self.bucket, Key=key, Body=b"theirs")
             self.writes += 1
         return await fn(*args)
 
 
 async def _upload_raced(world: S3World, tmp_path: Path, size: int, op: str) -> None:
-    bucket = _bucket(world)
+    bucket = world.new_bucket("nc")
     src = tmp_path / "mine.bin"
     src.write_bytes(os.urandom(size))
     layers: list[Intruder] = []
@@ -102,8 +84,8 @@ async def test_conditional_write_keeps_an_object_written_meanwhile(
 
 
 async def test_cp_no_clobber_trees_and_single_files(moto: S3World, tmp_path: Path) -> None:
-    bucket = _bucket(moto)
-    s3 = _s3(moto)
+    bucket = moto.new_bucket("nc")
+    s3 = moto.admin()
     s3.put_object(Bucket=bucket, Key="up/a.txt", Body=b"old")
     s3.put_object(Bucket=bucket, Key="dst/a.txt", Body=b"old-copy")
     src = tmp_path / "src"
@@ -142,7 +124,7 @@ async def test_cp_no_clobber_trees_and_single_files(moto: S3World, tmp_path: Pat
 
 
 async def test_mv_no_clobber_keeps_the_source_of_a_kept_file(moto: S3World, tmp_path: Path) -> None:
-    bucket = _bucket(moto)
+    bucket = moto.new_bucket("nc")
     src = tmp_path / "mine.txt"
     src.write_bytes(b"mine")
     layers: list[Intruder] = []
@@ -160,8 +142,8 @@ async def test_mv_no_clobber_keeps_the_source_of_a_kept_file(moto: S3World, tmp_
 
 
 async def test_if_size_differ_and_if_source_newer(moto: S3World, tmp_path: Path) -> None:
-    bucket = _bucket(moto)
-    s3 = _s3(moto)
+    bucket = moto.new_bucket("nc")
+    s3 = moto.admin()
     s3.put_object(Bucket=bucket, Key="same", Body=b"xxx")
     s3.put_object(Bucket=bucket, Key="other", Body=b"xxxx")
     a = tmp_path / "same"
@@ -202,8 +184,8 @@ async def test_if_none_match_refused_where_not_honoured(tmp_path: Path) -> None:
 
 
 def test_cli_no_clobber(moto: S3World, tmp_path: Path) -> None:
-    bucket = _bucket(moto)
-    _s3(moto).put_object(Bucket=bucket, Key="k", Body=b"old")
+    bucket = moto.new_bucket("nc")
+    moto.admin().put_object(Bucket=bucket, Key="k", Body=b"old")
     f = tmp_path / "f"
     f.write_bytes(b"new")
     env = {**moto.environ(), "AWS_ENDPOINT_URL": moto.endpoint_url}
@@ -249,8 +231,8 @@ class Squatter(Layer):
 async def test_download_never_renames_over_a_file_made_meanwhile(
     moto: S3World, tmp_path: Path, size: int
 ) -> None:
-    bucket = _bucket(moto)
-    _s3(moto).put_object(Bucket=bucket, Key="k", Body=os.urandom(size))
+    bucket = moto.new_bucket("nc")
+    moto.admin().put_object(Bucket=bucket, Key="k", Body=os.urandom(size))
     dest = tmp_path / "out" / "k"
     dest.parent.mkdir()
     layers = [lambda inner: Squatter(inner, dest)]

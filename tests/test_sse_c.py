@@ -21,11 +21,9 @@ import logging
 import os
 import pickle
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import botocore.exceptions
 import pytest
 
@@ -65,22 +63,6 @@ def weed(seaweed_session: Any, monkeypatch: pytest.MonkeyPatch) -> S3World:
     return w
 
 
-def _s3(world: S3World) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        region_name=world.region,
-    )
-
-
-def _bucket(world: S3World) -> str:
-    name = f"ssec-{uuid.uuid4().hex[:12]}"
-    _s3(world).create_bucket(Bucket=name)
-    return name
-
-
 def _sse(key: bytes) -> dict[str, Any]:
     return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": key}
 
@@ -88,7 +70,7 @@ def _sse(key: bytes) -> dict[str, Any]:
 def _encrypted(world: S3World, bucket: str, key: str, customer_key: bytes) -> bytes:
     """The object's bytes, read by boto3 with ``customer_key``, after checking
     that the server refuses it without one (it is SSE-C-encrypted)."""
-    s3 = _s3(world)
+    s3 = world.admin()
     with pytest.raises(botocore.exceptions.ClientError) as err:
         s3.head_object(Bucket=bucket, Key=key)
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
@@ -108,7 +90,7 @@ async def test_upload_download_copy_carry_the_key(
     weed: S3World, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
     small, big = files
-    bucket = _bucket(weed)
+    bucket = weed.new_bucket("ssec")
     events: list[synxfer.Event] = []
     async with synxfer.Client(CONFIG, sse_c_write_key=KEY) as client:
         for path, key in ((small, "s"), (big, "m")):
@@ -135,15 +117,15 @@ async def test_upload_download_copy_carry_the_key(
         (await client.copy(f"s3://{bucket}/s", f"s3://{bucket}/s2")).raise_for_failures()
     assert _encrypted(weed, bucket, "s2", KEY2) == small.read_bytes()
     with pytest.raises(botocore.exceptions.ClientError):  # no longer the old key
-        _s3(weed).get_object(Bucket=bucket, Key="s2", **_sse(KEY))
+        weed.admin().get_object(Bucket=bucket, Key="s2", **_sse(KEY))
 
 
 async def test_missing_or_wrong_key_is_a_clear_error(
     weed: S3World, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
     small, _ = files
-    bucket = _bucket(weed)
-    _s3(weed).put_object(Bucket=bucket, Key="s", Body=small.read_bytes(), **_sse(KEY))
+    bucket = weed.new_bucket("ssec")
+    weed.admin().put_object(Bucket=bucket, Key="s", Body=small.read_bytes(), **_sse(KEY))
     url = f"s3://{bucket}/s"
     async with synxfer.Client(CONFIG) as client:
         with pytest.raises(synxfer.BackendError) as err:
@@ -163,8 +145,8 @@ async def test_copy_in_parts_on_seaweedfs_says_what_to_do(
     """SeaweedFS 4.48 answers UploadPartCopy of an SSE-C source 501: the
     error says so and what to do instead."""
     _, big = files
-    bucket = _bucket(weed)
-    _s3(weed).put_object(Bucket=bucket, Key="m", Body=big.read_bytes(), **_sse(KEY))
+    bucket = weed.new_bucket("ssec")
+    weed.admin().put_object(Bucket=bucket, Key="m", Body=big.read_bytes(), **_sse(KEY))
     async with synxfer.Client(CONFIG, sse_c_read_key=KEY, sse_c_write_key=KEY) as client:
         dst, _ = await client.backend(f"s3://{bucket}/")
         while isinstance(dst, Layer):
@@ -187,7 +169,7 @@ async def test_interrupted_upload_resumes_with_the_key_and_journals_none(
     src.mkdir()
     data = os.urandom(2 * PART + 123)  # three parts
     (src / "big.bin").write_bytes(data)
-    bucket = _bucket(weed)
+    bucket = weed.new_bucket("ssec")
     state = tmp_path / "state"
     config = CONFIG.evolve(max_threads=1, state_dir=state)
     events: list[synxfer.Event] = []
@@ -199,7 +181,7 @@ async def test_interrupted_upload_resumes_with_the_key_and_journals_none(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    uploads = _s3(weed).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    uploads = weed.admin().list_multipart_uploads(Bucket=bucket).get("Uploads", [])
     assert len(uploads) == 1  # kept for the rerun
     for path in state.rglob("*"):
         if path.is_file():
@@ -220,7 +202,7 @@ def test_cli_never_shows_the_key(
     from synxfer.cli.main import main
 
     _, big = files
-    bucket = _bucket(weed)
+    bucket = weed.new_bucket("ssec")
     keyfile, wrongfile = tmp_path / "k.bin", tmp_path / "wrong.bin"
     keyfile.write_bytes(KEY)
     wrongfile.write_bytes(KEY2)
@@ -305,7 +287,7 @@ async def test_stock_moto_ignores_sse_c_and_synxfer_says_so(
 ) -> None:
     world = S3World("stock-moto", stock_moto.endpoint_url, "testing", "testing")
     world.apply(monkeypatch)
-    bucket = _bucket(world)
+    bucket = world.new_bucket("ssec")
     (tmp_path / "f").write_bytes(b"payload")
     with caplog.at_level(logging.DEBUG):
         async with synxfer.Client(CONFIG, sse_c_write_key=KEY) as client:
@@ -314,7 +296,7 @@ async def test_stock_moto_ignores_sse_c_and_synxfer_says_so(
     assert any("did not confirm SSE-C" in m for m in warned), warned
     assert not _leaks("\n".join(r.getMessage() for r in caplog.records), KEY)
     # Stored in clear: stock moto hands it out without the key.
-    assert _s3(world).get_object(Bucket=bucket, Key="k")["Body"].read() == b"payload"
+    assert world.admin().get_object(Bucket=bucket, Key="k")["Body"].read() == b"payload"
 
 
 def test_an_sse_c_etag_is_no_md5() -> None:
@@ -373,7 +355,7 @@ async def test_ceph_rgw_stores_sse_c_and_nothing_verifies_it(
     synxfer: the download is said to be not verified, and why -- never
     checked against the ETag as if it were an MD5."""
     small, big = files
-    bucket = _bucket(rgw)
+    bucket = rgw.new_bucket("ssec")
     async with synxfer.Client(CONFIG, sse_c_write_key=KEY) as client:
         for path, key in ((small, "s"), (big, "m")):
             (await client.upload_file(path, f"s3://{bucket}/{key}")).raise_for_failures()

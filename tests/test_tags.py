@@ -11,11 +11,9 @@ source's tags on a CopyObject told to REPLACE them: they are set after).
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
 
 import synxfer
@@ -45,24 +43,8 @@ def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3
     return w
 
 
-def _s3(world: S3World) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        region_name=world.region,
-    )
-
-
-def _bucket(world: S3World) -> str:
-    name = f"tg-{uuid.uuid4().hex[:12]}"
-    _s3(world).create_bucket(Bucket=name)
-    return name
-
-
 def _tags(world: S3World, bucket: str, key: str) -> dict[str, str]:
-    got = _s3(world).get_object_tagging(Bucket=bucket, Key=key)["TagSet"]
+    got = world.admin().get_object_tagging(Bucket=bucket, Key=key)["TagSet"]
     return {t["Key"]: t["Value"] for t in got}
 
 
@@ -82,7 +64,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 async def test_upload_tags_then_copies_keep_or_replace_them(world: S3World, tmp_path: Path) -> None:
-    bucket = _bucket(world)
+    bucket = world.new_bucket("tg")
     small, big = _files(tmp_path)
     tagged = CONFIG.evolve(write_options=WriteOptions(tags=TAGS))
     async with synxfer.Client(tagged, endpoint_url=world.endpoint_url) as client:
@@ -105,7 +87,7 @@ async def test_upload_tags_then_copies_keep_or_replace_them(world: S3World, tmp_
     assert _tags(world, bucket, "m2") == TAGS  # UploadPartCopy: GetObjectTagging, then create
     assert _tags(world, bucket, "s3") == new  # REPLACE
     assert _tags(world, bucket, "m3") == new
-    assert _s3(world).get_object(Bucket=bucket, Key="m2")["Body"].read() == big.read_bytes()
+    assert world.admin().get_object(Bucket=bucket, Key="m2")["Body"].read() == big.read_bytes()
 
 
 async def test_copy_in_parts_keeps_tags_too_long_for_the_header(
@@ -113,13 +95,13 @@ async def test_copy_in_parts_keeps_tags_too_long_for_the_header(
 ) -> None:
     """Ten tags of the longest keys and values S3 allows: over the 2 KiB of
     x-amz-tagging once URL-encoded, so they are set after the copy completes."""
-    bucket = _bucket(world)
+    bucket = world.new_bucket("tg")
     _, big = _files(tmp_path)
     long = {f"{i}" + "k" * 127: "v/" * 128 for i in range(10)}
     async with synxfer.Client(CONFIG, endpoint_url=world.endpoint_url) as client:
         (await client.upload_file(big, f"s3://{bucket}/m")).raise_for_failures()
     tagging = "&".join(f"{k}={v}" for k, v in long.items())
-    _s3(world).put_object_tagging(
+    world.admin().put_object_tagging(
         Bucket=bucket,
         Key="m",
         Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in long.items()]},
@@ -136,7 +118,7 @@ def test_cli_tagging_and_bad_values(
 ) -> None:
     from synxfer.cli.main import main
 
-    bucket = _bucket(world)
+    bucket = world.new_bucket("tg")
     small, _ = _files(tmp_path)
     cmd = ["cp", str(small), f"s3://{bucket}/k"]
     assert main([*cmd, "--tagging", "team=data%20eng&tier=1"]) == 0, capfd.readouterr().err

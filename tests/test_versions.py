@@ -14,7 +14,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
 
 import synxfer
@@ -41,37 +40,27 @@ def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3
     return w
 
 
-def _s3(world: S3World) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        region_name=world.region,
-    )
-
-
 def _versioned_bucket(world: S3World) -> str:
     name = f"ver-{uuid.uuid4().hex[:12]}"
-    s3 = _s3(world)
+    s3 = world.admin()
     s3.create_bucket(Bucket=name)
     s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     return name
 
 
 def _put(world: S3World, bucket: str, key: str, data: bytes) -> str:
-    version: str = _s3(world).put_object(Bucket=bucket, Key=key, Body=data)["VersionId"]
+    version: str = world.admin().put_object(Bucket=bucket, Key=key, Body=data)["VersionId"]
     return version
 
 
 def _body(world: S3World, bucket: str, key: str) -> bytes:
-    data: bytes = _s3(world).get_object(Bucket=bucket, Key=key)["Body"].read()
+    data: bytes = world.admin().get_object(Bucket=bucket, Key=key)["Body"].read()
     return data
 
 
 def _versions(world: S3World, bucket: str) -> list[tuple[str, str, bool]]:
     """(key, version id, delete marker) of every version boto3 lists."""
-    answer = _s3(world).list_object_versions(Bucket=bucket)
+    answer = world.admin().list_object_versions(Bucket=bucket)
     found = [(v["Key"], v["VersionId"], False) for v in answer.get("Versions", [])]
     found += [(m["Key"], m["VersionId"], True) for m in answer.get("DeleteMarkers", [])]
     return sorted(found)
@@ -160,7 +149,7 @@ async def test_rm_of_a_version_deletes_that_version_only(world: S3World) -> None
 async def test_rm_of_a_delete_marker_brings_the_object_back(world: S3World) -> None:
     bucket = _versioned_bucket(world)
     _put(world, bucket, "k", b"kept")
-    marker = _s3(world).delete_object(Bucket=bucket, Key="k")["VersionId"]
+    marker = world.admin().delete_object(Bucket=bucket, Key="k")["VersionId"]
     async with _client(world) as client:
         items = [i async for i in client.ls(f"s3://{bucket}/", versions=True)]
         assert any(isinstance(i, ObjectInfo) and i.delete_marker for i in items)
@@ -176,7 +165,7 @@ async def test_ls_versions_lists_every_version_and_delete_marker(world: S3World)
     v1 = _put(world, bucket, "a/k", b"1")
     v2 = _put(world, bucket, "a/k", b"22")
     g1 = _put(world, bucket, "gone", b"333")
-    marker = _s3(world).delete_object(Bucket=bucket, Key="gone")["VersionId"]
+    marker = world.admin().delete_object(Bucket=bucket, Key="gone")["VersionId"]
     async with _client(world) as client:
         items = [i async for i in client.ls(f"s3://{bucket}/", recursive=True, versions=True)]
         folded = [i async for i in client.ls(f"s3://{bucket}/", versions=True)]
@@ -200,7 +189,7 @@ async def test_sync_ignores_noncurrent_versions(world: S3World, tmp_path: Path) 
     _put(world, bucket, "d/k", b"old")
     _put(world, bucket, "d/k", b"current")
     _put(world, bucket, "d/gone", b"deleted later")
-    _s3(world).delete_object(Bucket=bucket, Key="d/gone")
+    world.admin().delete_object(Bucket=bucket, Key="d/gone")
     async with _client(world) as client:
         result = await client.sync_from(f"s3://{bucket}/d/", tmp_path / "out")
         result.raise_for_failures()
@@ -260,7 +249,7 @@ def test_cli_versions(moto: S3World, tmp_path: Path, capsys: pytest.CaptureFixtu
     bucket = _versioned_bucket(moto)
     v1 = _put(moto, bucket, "k", b"one")
     v2 = _put(moto, bucket, "k", b"two!")
-    marker = _s3(moto).delete_object(Bucket=bucket, Key="k")["VersionId"]
+    marker = moto.admin().delete_object(Bucket=bucket, Key="k")["VersionId"]
     common = ["--endpoint-url", moto.endpoint_url]
     url = f"s3://{bucket}/k"
 

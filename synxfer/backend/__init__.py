@@ -52,6 +52,7 @@ pre-signed URLs (Synapse, GA4GH DRS): :class:`UrlVendor`, :class:`UrlBackend`,
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from .. import _exceptions
 from .._config import check_write_options
 from .._customer_key import CUSTOMER_KEY_ALGORITHMS, customer_key
 from .._models import CANNED_ACLS, SSE_ALGORITHMS, WRITE_OPTION_NAMES, ContentDigests
@@ -140,25 +141,7 @@ __all__ = [
 #: (docs/decisions/0039-one-address-per-name.md).
 _MOVED = {
     **dict.fromkeys(("GiB", "KiB", "MiB"), "_config"),
-    **dict.fromkeys(
-        (
-            "BackendError",
-            "BucketNotFound",
-            "ConfigError",
-            "IntegrityError",
-            "InvalidURL",
-            "NotFound",
-            "PermissionDenied",
-            "PreconditionFailed",
-            "SourceChangedError",
-            "SynxferError",
-            "TransferFailed",
-            "TransientError",
-            "UnknownScheme",
-            "UnsafePathError",
-        ),
-        "_exceptions",
-    ),
+    **dict.fromkeys(_exceptions.__all__, "_exceptions"),
     **dict.fromkeys(
         (
             "BucketInfo",

@@ -7,7 +7,7 @@ it re-exports.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import ClassVar, Literal, Self
@@ -430,29 +430,29 @@ class Backend(abc.ABC):
         :class:`CursorGuard`): every listing of the engine, the client and
         the CLI comes through here, so no backend needs its own check.
         """
-        guard = CursorGuard(self.url(prefix))
-        cursor: str | None = None
-        while True:
-            page = await self.list_page(prefix, cursor)
-            for item in page.items:
-                yield item
-            if page.cursor is None:
-                return
-            cursor = page.cursor
-            guard.check(cursor)
+        async for item in _paged(self.list_page, prefix, CursorGuard(self.url(prefix))):
+            yield item
 
     async def list_versions(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
         """Every version under ``prefix``, page by page (see :meth:`list`)."""
         guard = CursorGuard(self.url(prefix), "version listing")
-        cursor: str | None = None
-        while True:
-            page = await self.list_versions_page(prefix, cursor)
-            for item in page.items:
-                yield item
-            if page.cursor is None:
-                return
-            cursor = page.cursor
-            guard.check(cursor)
+        async for item in _paged(self.list_versions_page, prefix, guard):
+            yield item
+
+
+async def _paged(
+    page_of: Callable[[str, str | None], Awaitable[ListPage]], prefix: str, guard: CursorGuard
+) -> AsyncIterator[ObjectInfo]:
+    """The items of ``page_of``'s pages in order, each cursor checked by ``guard``."""
+    cursor: str | None = None
+    while True:
+        page = await page_of(prefix, cursor)
+        for item in page.items:
+            yield item
+        if page.cursor is None:
+            return
+        cursor = page.cursor
+        guard.check(cursor)
 
 
 class CursorGuard:
