@@ -789,7 +789,7 @@ def report_lines(report: ScenarioReport) -> list[str]:
     lines: list[str] = []
     # -- issue 35's goals, per row and direction
     body: list[list[str]] = []
-    for (_row, direction, threads), cells in by.items():
+    for (_row, direction, _threads), cells in by.items():
         ours = cells.get("synxfer")
         if ours is None or not ours.ok:
             continue
@@ -798,7 +798,7 @@ def report_lines(report: ScenarioReport) -> list[str]:
         best_syn = min(syn, key=lambda m: m.seconds) if syn else None
         best_s3 = min(s3, key=lambda m: m.seconds) if s3 else None
         cpu_syn = min((m.cpu_per_gib for m in syn), default=None)
-        label = report.label(ours) + (f" c={threads}" if threads is not None else "")
+        label = report.label(ours)  # with " c=N" in a thread sweep
         body.append(
             [
                 label,
@@ -837,7 +837,7 @@ def report_lines(report: ScenarioReport) -> list[str]:
         c = m.counters
         body.append(
             [
-                report.label(m) + (f" c={m.concurrency}" if m.concurrency is not None else ""),
+                report.label(m),
                 m.direction,
                 m.tool,
                 f"{c[SERVICE_REQUESTS]:.0f}" if SERVICE_REQUESTS in c else "-",
