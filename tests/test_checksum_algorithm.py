@@ -224,9 +224,7 @@ async def test_a_refused_full_object_type_falls_back_to_composite(
     composite SHA256."""
     caplog.set_level(logging.WARNING, logger="synxfer")
     monkeypatch.setattr(_chosen, "_type_for", lambda kind: "FULL_OBJECT")
-    import boto3
-
-    s3 = boto3.client("s3", endpoint_url=seaweed.endpoint_url)
+    s3 = _admin(seaweed)  # its keys named: boto3's default session keeps an earlier test's
     s3.create_bucket(Bucket="refused")
     data = random.Random(7).randbytes(BIG)
     (tmp_path / "big").write_bytes(data)
@@ -283,9 +281,7 @@ def test_cli_uploads_with_the_chosen_checksum(seaweed: Any, weed_env: Any, tmp_p
     """``synxfer cp --checksum-algorithm crc64nvme`` (aws-cli's flag, any case):
     a multipart object with SeaweedFS's FULL_OBJECT CRC64NVME, as aws-cli
     reads it with ``head-object --checksum-mode ENABLED``."""
-    import boto3
-
-    s3 = boto3.client("s3", endpoint_url=seaweed.endpoint_url)
+    s3 = _admin(seaweed)  # its keys named: boto3's default session keeps an earlier test's
     s3.create_bucket(Bucket="cli-chosen")
     # Over the CLI's 8 MiB multipart threshold: a multipart object (BIG is one part over).
     data = random.Random(11).randbytes(2 * PART + 12345)
