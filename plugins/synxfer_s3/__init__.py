@@ -10,9 +10,10 @@ imported only when the credential chain or a profile is needed.
 """
 
 from . import _redact
-from ._backend import AddressingStyle, S3Backend, check_endpoint_url
+from ._backend import S3Backend
 from ._credentials import profile_region
 from ._errors import map_error
+from ._options import AddressingStyle, check_endpoint_url
 
 _redact.install()
 

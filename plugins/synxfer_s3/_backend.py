@@ -59,7 +59,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal, cast
 from urllib.parse import urlsplit
@@ -69,7 +68,6 @@ from synxfer import (
     BucketInfo,
     BucketNotFound,
     CompletedPart,
-    ConfigError,
     GiB,
     ListPage,
     MiB,
@@ -93,7 +91,6 @@ from synxfer.backend import (
     CursorGuard,
     Payload,
     crc32c_available,
-    option_bool,
 )
 
 from . import _chosen as chosen
@@ -102,6 +99,13 @@ from ._classify import bucket_not_found, classify
 from ._copy import copy_object
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
 from ._headers import b64md5, etag_md5, result_checksums
+from ._options import (
+    AddressingStyle,
+    S3Options,
+    addressing_style,
+    check_endpoint_url,
+    endpoint_from_env,
+)
 from ._parts import PartSums, crc32c_b64, multipart_etag
 from ._sse_c import CustomerKeys, unconfirmed
 from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
@@ -110,9 +114,7 @@ from ._wire import S3Wire, s3_code
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
 
-AddressingStyle = Literal["auto", "virtual", "path"]
 _log = logging.getLogger("synxfer.s3")
-_ADDRESSING_STYLES: tuple[AddressingStyle, ...] = ("auto", "virtual", "path")
 
 #: S3's storage classes (``WriteOptions.storage_class``; aws-cli's ``--storage-class``).
 S3_STORAGE_CLASSES = frozenset(
@@ -202,24 +204,20 @@ class S3Backend(Backend):
         self.bucket = bucket
         self.options = options
         self.endpoint_url = self._resolve_endpoint()
-        self._addressing = self._resolve_addressing_style()
-        md5 = option_bool(options.extra, "md5_only", self.md5_only, scheme=self.scheme)
-        #: Compare ETags with the MD5 of the bytes sent (see :meth:`_check_stored`).
-        self.check_etag = option_bool(options.extra, "check_etag", True, scheme=self.scheme)
-        #: Unsigned requests, no credentials (``--no-sign-request``).
-        self.anonymous = option_bool(options.extra, "anonymous", False, scheme=self.scheme)
-        #: Large ``http`` bodies received in worker threads.
-        self.recv_off_loop = option_bool(
-            options.extra, "recv_threads", self.recv_threads, scheme=self.scheme
+        #: The backend options, read once (see :mod:`._options`).
+        self.settings = settings = S3Options.read(
+            options, scheme=self.scheme, md5_only=self.md5_only, recv_threads=self.recv_threads
         )
-        payer = options.extra.get("request_payer") or None
-        if payer is not None and payer != "requester":
-            raise ConfigError(
-                f"{self.scheme}:// option request_payer={payer!r}: expected requester"
-            )
+        self._addressing = settings.addressing_style or self.addressing_style
+        #: Compare ETags with the MD5 of the bytes sent (see :meth:`_check_stored`).
+        self.check_etag = settings.check_etag
+        #: Unsigned requests, no credentials (``--no-sign-request``).
+        self.anonymous = settings.anonymous
+        #: Large ``http`` bodies received in worker threads.
+        self.recv_off_loop = settings.recv_threads
         #: ``x-amz-request-payer`` of every request (requester-pays buckets).
-        self.request_payer = payer
-        if md5 or not _HAVE_CRC32C:
+        self.request_payer = settings.request_payer
+        if settings.md5_only or not _HAVE_CRC32C:
             self.capabilities = dataclasses.replace(type(self).capabilities, part_checksum="md5")
         #: Keys per ListObjectsV2 page (S3's maximum).
         self.list_page_size = 1000
@@ -244,13 +242,7 @@ class S3Backend(Backend):
 
     def _resolve_endpoint(self) -> str | None:
         """The endpoint URL, or None for AWS's own regional endpoint."""
-        url = (
-            self.options.endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-        )
-        source = "Client(endpoint_url=...) / AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL"
-        return check_endpoint_url(url, source) if url else None
+        return endpoint_from_env(self.options)
 
     async def _resolve_region(self) -> str:
         """``options.region``, else the AWS chain's, else :attr:`default_region`.
@@ -264,14 +256,10 @@ class S3Backend(Backend):
             return self.options.region or chain or self.default_region
         return await resolve_region(None, explicit=self.options.region, default=self.default_region)
 
-    def _resolve_addressing_style(self) -> AddressingStyle:
-        value = self.options.extra.get("addressing_style", self.addressing_style)
-        return _addressing_style(value, "addressing_style")
-
     def _profile_addressing(self) -> bool:
         """Whether the AWS profile's ``s3.addressing_style`` may apply: neither
         a backend option nor the class (a subclass forcing one) chose a style."""
-        return "addressing_style" not in self.options.extra and self.addressing_style == "auto"
+        return self.settings.addressing_style is None and self.addressing_style == "auto"
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -284,7 +272,7 @@ class S3Backend(Backend):
                 profile_s3_setting, self.options.profile, "addressing_style"
             )
             if value is not None:
-                self._addressing = _addressing_style(value, where)
+                self._addressing = addressing_style(value, where)
         self._wire = S3Wire(
             region=region,
             credentials=LazyCredentials(self.options.profile),
@@ -979,24 +967,3 @@ def _md5_and_crc32c(data: Payload, crc: bool) -> tuple[str, str | None]:
     """Content-MD5 of ``data`` and, with ``crc``, its CRC32C (base64 both).
     Blocking: a worker thread's."""
     return b64md5(data), crc32c_b64(data) if crc else None
-
-
-def _addressing_style(value: str, where: str) -> AddressingStyle:
-    for style in _ADDRESSING_STYLES:
-        if value == style:
-            return style
-    raise ConfigError(f"{where} must be one of {', '.join(_ADDRESSING_STYLES)} (got {value!r})")
-
-
-def check_endpoint_url(url: str, source: str) -> str:
-    """``url`` if it is an http(s) URL with a host; else ConfigError naming ``source``."""
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 - validates the port
-    except ValueError:
-        parts = parts._replace(netloc="")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"invalid endpoint URL {url!r} (from {source}): expected http(s)://host[:port]"
-        )
-    return url
