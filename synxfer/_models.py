@@ -299,10 +299,19 @@ class WriteOptions:
 
 @dataclass(frozen=True, slots=True)
 class MultipartUpload:
-    """A handle for an initiated multipart upload."""
+    """A handle for an initiated multipart upload.
+
+    ``checksum``: the checksum the upload was created to carry when a user
+    chose one (``WriteOptions.checksum_algorithm``), in the backend's words
+    (S3: ``"SHA256/COMPOSITE"``); None for the backend's own. The resume
+    journal records it, and a resumed upload's handle carries it again, so
+    the backend completes the upload as it began and the engine resumes it
+    only with the same choice.
+    """
 
     key: str
     upload_id: str
+    checksum: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

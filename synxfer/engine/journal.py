@@ -2,8 +2,9 @@
 
 A small SQLite database (standard library) under the state directory. For an
 upload in progress it records the source file's identity (path, device,
-inode, size, mtime), the multipart upload id, the part size and every part
-the server acknowledged with its ETag and the checksum completing the upload
+inode, size, mtime), the multipart upload id, the part size, the checksum
+the upload was created to carry when one was chosen (its algorithm and
+type), and every part the server acknowledged with its ETag and the checksum completing the upload
 needs (some servers' part listings omit it); for a download in progress, the
 object's ETag and size, the part size, the temp file and each part written
 with its MD5. After a crash, kill -9 or Ctrl-C the same command resumes from
@@ -43,7 +44,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS uploads (
     dest TEXT PRIMARY KEY, src TEXT NOT NULL, dev INTEGER, ino INTEGER, size INTEGER,
     mtime_ns INTEGER, upload_id TEXT NOT NULL, part_size INTEGER, started REAL,
-    codec TEXT NOT NULL DEFAULT ''
+    codec TEXT NOT NULL DEFAULT '', checksum TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS upload_parts (
     dest TEXT NOT NULL, upload_id TEXT NOT NULL, number INTEGER NOT NULL,
@@ -61,7 +62,7 @@ CREATE TABLE IF NOT EXISTS download_parts (
 """
 #: Bumped when the schema changes; an older journal is dropped (it is a cache:
 #: the cost is one restart of the transfers it described).
-_VERSION = 4
+_VERSION = 5
 
 
 def default_state_dir() -> Path:
@@ -80,6 +81,9 @@ class UploadEntry(NamedTuple):
     # The encoding of the bytes the parts hold ("": the file's own bytes;
     # "zstd-3": its zstd stream at level 3): an upload resumes only as it began.
     codec: str = ""
+    # The checksum the upload was created to carry, in the backend's words
+    # (MultipartUpload.checksum: "SHA256/COMPOSITE"); "": the backend's own.
+    checksum: str = ""
 
 
 class DownloadEntry(NamedTuple):
@@ -126,7 +130,8 @@ class Journal:
     def upload_get(self, dest: str) -> UploadEntry | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT src, dev, ino, size, mtime_ns, upload_id, part_size, codec FROM uploads "
+                "SELECT src, dev, ino, size, mtime_ns, upload_id, part_size, codec, checksum "
+                "FROM uploads "
                 "WHERE dest = ?",
                 (dest,),
             ).fetchone()
@@ -139,7 +144,7 @@ class Journal:
             ).fetchall()
         return UploadEntry(
             dest, row[0], (row[1], row[2], row[3], row[4]), row[5], row[6],
-            {n: (etag, size, checksum) for n, etag, size, checksum in parts}, row[7],
+            {n: (etag, size, checksum) for n, etag, size, checksum in parts}, row[7], row[8],
         )  # fmt: skip
 
     def upload_start(
@@ -150,13 +155,14 @@ class Journal:
         upload_id: str,
         part_size: int,
         codec: str = "",
+        checksum: str = "",
     ) -> None:
         with self._lock, self._db:
             self._db.execute("BEGIN")
             self._db.execute("DELETE FROM upload_parts WHERE dest = ?", (dest,))
             self._db.execute(
-                "INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (dest, src, *identity, upload_id, part_size, time.time(), codec),
+                "INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (dest, src, *identity, upload_id, part_size, time.time(), codec, checksum),
             )
 
     def upload_part(
@@ -302,9 +308,11 @@ class ResumeJournal:
         upload_id: str,
         part_size: int,
         codec: str = "",
+        checksum: str = "",
     ) -> None:
         await self._run(
-            lambda j: j.upload_start(dest, src, identity, upload_id, part_size, codec), None
+            lambda j: j.upload_start(dest, src, identity, upload_id, part_size, codec, checksum),
+            None,
         )
 
     async def upload_part(
