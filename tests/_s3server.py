@@ -34,7 +34,7 @@ from moto.server import ThreadedMotoServer
 from synxfer.backend import BackendOptions, Checksum
 from synxfer.testing import make_checksum
 from synxfer_s3 import S3Backend
-from synxfer_s3._xml import S3_NS
+from synxfer_s3._wire import S3_NS
 from synxfer_scp import ScpBackend
 from synxfer_servers.s3 import VerifyChecksums
 

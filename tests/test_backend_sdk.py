@@ -121,7 +121,7 @@ def test_the_s3_backend_and_its_usual_dates_leave_email_utils_unimported() -> No
 
     code = (
         "import sys; from synxfer.backend import resolve; resolve('s3'); "
-        "from synxfer_s3._xml import parse_http_date as p; "
+        "from synxfer_s3._wire import parse_http_date as p; "
         "p('Tue, 02 Jan 2024 03:04:05 GMT'); print('email.utils' in sys.modules); "
         "p('Tuesday, 02-Jan-24 03:04:05 GMT'); print('email.utils' in sys.modules)"
     )

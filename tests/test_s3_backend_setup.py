@@ -43,7 +43,7 @@ from synxfer import (
 from synxfer.backend import BackendOptions
 from synxfer_s3 import S3Backend, map_error
 from synxfer_s3._classify import classify
-from synxfer_s3._headers import header_checksums
+from synxfer_s3._wire import header_checksums
 from synxfer_scp import DEFAULT_REGION, ScpBackend
 
 from ._s3server import (

@@ -22,11 +22,11 @@ import pytest
 
 from synxfer import BackendError, MiB, TransientError
 from synxfer.backend import HttpClient, HttpResponse
+from synxfer_s3._core import S3Wire, s3_code
 from synxfer_s3._credentials import (
     Credentials,
     StaticCredentials,
 )
-from synxfer_s3._wire import S3Wire, s3_code
 
 # -- the HTTP client against raw servers ---------------------------------------------------
 

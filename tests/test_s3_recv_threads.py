@@ -316,8 +316,8 @@ async def test_ranged_gets_from_moto_in_threads(
 ) -> None:
     """A real S3 server (moto over HTTP): ranges into one buffer, intact (moto closes
     connections after each answer: reuse is tested on the raw servers above)."""
+    from synxfer_s3._core import S3Wire
     from synxfer_s3._credentials import StaticCredentials, credentials_from_env
-    from synxfer_s3._wire import S3Wire
 
     creds = credentials_from_env()
     assert creds is not None

@@ -25,6 +25,7 @@ import pytest
 
 from synxfer import ConfigError, PermissionDenied
 from synxfer.backend import HttpClient, HttpResponse
+from synxfer_s3._core import S3Wire
 from synxfer_s3._credentials import (
     Credentials,
     StaticCredentials,
@@ -33,8 +34,7 @@ from synxfer_s3._credentials import (
     resolve_region,
 )
 from synxfer_s3._sigv4 import SigV4Signer, canonical_query, quote_path
-from synxfer_s3._wire import S3Wire
-from synxfer_s3._xml import (
+from synxfer_s3._wire import (
     XmlError,
     complete_multipart_body,
     delete_body,

@@ -25,12 +25,12 @@ from synxfer import (
     PreconditionFailed,
     TransientError,
 )
+from synxfer_s3._core import S3Wire, s3_code
 from synxfer_s3._credentials import (
     Credentials,
     StaticCredentials,
     credentials_from_env,
 )
-from synxfer_s3._wire import S3Wire, s3_code
 
 from ._s3server import ODD_KEYS, PORTABLE_KEYS
 

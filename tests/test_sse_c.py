@@ -304,7 +304,7 @@ def test_an_sse_c_etag_is_no_md5() -> None:
     takes no MD5 from it, even for an object synxfer uploaded, and says why
     nothing verifies the bytes when the store gives no checksum either."""
     from synxfer.engine.verify import expectations, unverified_reason
-    from synxfer_s3._headers import object_info
+    from synxfer_s3._wire import object_info
 
     etag = '"0123456789abcdef0123456789abcdef"'
     answer = {

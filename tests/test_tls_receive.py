@@ -79,8 +79,8 @@ def tls_env(tls_weed: Any, tls_files: tuple[Path, Path], monkeypatch: pytest.Mon
 
 
 def _wire(target: Any, **kwargs: Any) -> Any:
+    from synxfer_s3._core import S3Wire
     from synxfer_s3._credentials import StaticCredentials, credentials_from_env
-    from synxfer_s3._wire import S3Wire
 
     creds = credentials_from_env()
     assert creds is not None

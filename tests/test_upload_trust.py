@@ -197,9 +197,9 @@ async def test_which_answers_prove_the_stored_bytes(
     bytes whatever the ETag, and teaches the endpoint's verdict."""
     from synxfer.backend import BackendOptions
     from synxfer_s3._backend import S3Backend
-    from synxfer_s3._headers import b64md5
     from synxfer_s3._parts import crc32c_b64
     from synxfer_s3._trust import EndpointTrust, StoredOtherBytes
+    from synxfer_s3._wire import b64md5
 
     data = b"the bytes sent"
     md5 = b64md5(data)

@@ -1,6 +1,6 @@
 """synxfer's S3 backend (``s3://bucket/key``), on its own S3 data plane.
 
-See :mod:`synxfer_s3._backend` for the design, :mod:`synxfer_s3._wire` for
+See :mod:`synxfer_s3._backend` for the design, :mod:`synxfer_s3._core` for
 the requests it sends and :mod:`synxfer_s3._classify` for how S3 errors map
 onto synxfer's exception tree. S3-compatible stores subclass
 :class:`S3Backend` (see :mod:`synxfer_scp`).

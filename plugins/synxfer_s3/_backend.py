@@ -1,4 +1,4 @@
-"""The S3 backend: synxfer's primitives on :class:`~._wire.S3Wire`.
+"""The S3 backend: synxfer's primitives on :class:`~._core.S3Wire`.
 
 Design choices, briefly:
 
@@ -30,7 +30,7 @@ Design choices, briefly:
   checksum later readers can verify. Reads ask for checksums
   (``x-amz-checksum-mode``) and report them in ``ObjectInfo.checksums``:
   full-object ones under their algorithm (``crc32c``), composite ones of
-  multipart objects as ``crc32c-composite`` (see :mod:`._headers`).
+  multipart objects as ``crc32c-composite`` (see :mod:`._wire`).
 * **S3-compatible stores** subclass :class:`S3Backend` and override small
   hooks only: :meth:`~S3Backend._resolve_endpoint`,
   :meth:`~S3Backend._resolve_region` and the class attributes
@@ -97,8 +97,8 @@ from . import _chosen as chosen
 from ._chosen import ChosenUpload
 from ._classify import bucket_not_found, classify
 from ._copy import copy_object
+from ._core import S3Wire, s3_code
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
-from ._headers import b64md5, etag_md5, result_checksums
 from ._options import (
     AddressingStyle,
     S3Options,
@@ -110,7 +110,7 @@ from ._parts import PartSums, crc32c_b64, multipart_etag
 from ._sse_c import CustomerKeys, unconfirmed
 from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
 from ._versions import list_versions_page, version_view
-from ._wire import S3Wire, s3_code
+from ._wire import b64md5, etag_md5, result_checksums
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
 
@@ -328,7 +328,7 @@ class S3Backend(Backend):
     async def _head_written(self, key: str) -> ObjectInfo:
         """HEAD of an object this backend has just written: with the SSE-C
         write key (a client that only writes may hold no read key)."""
-        from ._headers import object_info
+        from ._wire import object_info
 
         response = await self.wire._request("HeadObject", "HEAD", self.bucket, key, written=True)
         return object_info(key, response.headers, None)
@@ -342,7 +342,7 @@ class S3Backend(Backend):
 
     @property
     def wire(self) -> S3Wire:
-        """The open :class:`~._wire.S3Wire` (RuntimeError before :meth:`open`)."""
+        """The open :class:`~._core.S3Wire` (RuntimeError before :meth:`open`)."""
         if self._wire is None:
             raise RuntimeError(f"{self!r} is not open: use 'async with' or await open() first")
         return self._wire

@@ -57,8 +57,8 @@ from synxfer import (
 )
 from synxfer.backend import Checksum, Payload, crc32c, crc32c_available
 
-from ._headers import b64md5
 from ._trust import endpoint_trust
+from ._wire import b64md5
 
 if TYPE_CHECKING:
     from ._backend import S3Backend

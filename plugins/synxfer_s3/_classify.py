@@ -1,7 +1,7 @@
 """How S3 errors map onto synxfer's exception tree: the tables, with no imports.
 
 This is the one place where S3-protocol errors are classified. The data
-path (:mod:`._wire`) uses it for every error answer, and :func:`._errors.map_error`
+path (:mod:`._core`) uses it for every error answer, and :func:`._errors.map_error`
 for foreign exceptions. It imports nothing beyond synxfer's SDK, so an
 error costs no import of aiohttp or botocore.
 

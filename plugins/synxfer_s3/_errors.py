@@ -1,6 +1,6 @@
 """Translation of foreign exceptions (botocore, aiohttp, OS) into synxfer's tree.
 
-The S3 data path no longer raises foreign exceptions: :mod:`._wire` and
+The S3 data path no longer raises foreign exceptions: :mod:`._core` and
 :class:`synxfer.backend.HttpClient` map every answer and network failure themselves, with the
 tables of :mod:`._classify`. :func:`map_error` remains for code that drives
 botocore directly (the credential chain, tools built on this plugin) and

@@ -10,7 +10,7 @@ refused or badly signed requests and a skewed clock ->
 :class:`~synxfer.PreconditionFailed`, 5xx, throttling, timeouts, resets ->
 :class:`~synxfer.TransientError`. Each mapped error carries the S3 error
 code (see :func:`s3_code`) and HTTP status. The S3 calls themselves are
-:class:`~._wire.S3Wire`'s.
+:class:`~._core.S3Wire`'s.
 
 Addressing: ``path`` (``host/bucket/key``), ``virtual``
 (``bucket.host/key``) or ``auto`` (virtual on DNS names for DNS-safe
@@ -46,7 +46,7 @@ from ._classify import bucket_not_found, classify, error_text
 from ._credentials import CredentialSource
 from ._sigv4 import SigV4Signer, amz_date, canonical_query, host_header, quote_path
 from ._sse_c import CustomerKeys, error_hint
-from ._xml import XmlError, error_in_ok_body, parse_error
+from ._wire import XmlError, error_in_ok_body, parse_error
 
 __all__ = ["Addressing", "SignedClient", "s3_code"]
 
@@ -81,7 +81,7 @@ class _Address:
 
 
 class SignedClient:
-    """Signed S3 requests over a pooled HTTP/1.1 client (the base of :class:`~._wire.S3Wire`).
+    """Signed S3 requests over a pooled HTTP/1.1 client (the base of :class:`~._core.S3Wire`).
 
     ``endpoint_url`` (``http(s)://host[:port][/base]``) defaults to AWS's
     regional endpoint. ``credentials`` is asked for credentials before each

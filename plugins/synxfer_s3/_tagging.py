@@ -20,10 +20,10 @@ from urllib.parse import quote, urlsplit
 
 from synxfer import BackendError
 
-from ._headers import b64md5
+from ._wire import b64md5
 
 if TYPE_CHECKING:
-    from ._wire import S3Wire
+    from ._core import S3Wire
 
 __all__ = [
     "MAX_TAGGING_HEADER",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from synxfer import BackendError, ListPage, ObjectInfo
 
-from ._xml import XmlError, parse_list_object_versions
+from ._wire import XmlError, parse_list_object_versions
 
 if TYPE_CHECKING:
     from ._backend import S3Backend
