@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 from typing import Any, TypedDict
 
-from .._customer_key import CustomerKey
+# From its home module, not synxfer.backend: building the parser (every CLI
+# call, --help too) must not load the plugin SDK (tests/test_cli_startup.py).
+from .._customer_key import CUSTOMER_KEY_ALGORITHMS, CustomerKey
 from .._exceptions import ConfigError
 from .._tags import parse_tagging
 from .._url import parse_location
-from ..backend import CUSTOMER_KEY_ALGORITHMS
 
 __all__ = ["ClientKeys", "add_sse_c_arguments", "client_keys", "customer_key_arg", "tagging_arg"]
 
