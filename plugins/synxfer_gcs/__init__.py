@@ -2,14 +2,15 @@
 
 See :mod:`synxfer_gcs._backend` for the design (generations as ETags, CRC32C
 everywhere, reads), :mod:`synxfer_gcs._compose` for multipart uploads as
-parallel composite uploads, :mod:`synxfer_gcs._core` for endpoints and
-credentials, and :mod:`synxfer_gcs._errors` for how GCS errors map onto
-synxfer's exception tree. Install with ``pip install 'synxfer[gcs]'``.
+parallel composite uploads, :mod:`synxfer_gcs._core` for requests and
+credentials, :mod:`synxfer_gcs._options` for the options and the endpoint,
+and :mod:`synxfer_gcs._errors` for how GCS errors map onto synxfer's
+exception tree. Install with ``pip install 'synxfer[gcs]'``.
 """
 
-from ._backend import COMPOSITE_PREFIX, GcsBackend
-from ._core import DEFAULT_ENDPOINT, resolve_endpoint
+from ._backend import GcsBackend
 from ._errors import map_error
+from ._options import COMPOSITE_PREFIX, DEFAULT_ENDPOINT, resolve_endpoint
 
 __all__ = [
     "COMPOSITE_PREFIX",

@@ -12,7 +12,7 @@ uploads as parallel composite uploads), :mod:`synxfer_gcs._errors` and
   ``capabilities.fan_out``: each request they send takes a slot of
   ``options.requests``, and at most :attr:`GcsBackend.fanout` run at once
   within one call.
-* **Options** (``options.extra``): ``anonymous`` (``true``/``false``)
+* **Options** (``options.extra``, read by :mod:`._options`): ``anonymous``
   overrides the guess that a loopback endpoint is an emulator;
   ``credentials_file`` names a service-account key or authorized-user JSON
   file to use instead of Application Default Credentials;
@@ -104,7 +104,6 @@ from synxfer.backend import (
     HttpResponse,
     Payload,
     bounded_map,
-    option_int,
     to_thread_holding,
 )
 from synxfer.backend import crc32c as crc32c_of
@@ -113,6 +112,7 @@ from . import _crc32c as crc32c
 from ._compose import MAX_COMPONENTS, Composer
 from ._core import GcsHttp
 from ._errors import error_details, error_for_status
+from ._options import GcsOptions
 from ._wire import (
     OPTION_FIELDS,
     content_type,
@@ -126,10 +126,8 @@ from ._wire import (
     stored_metadata,
 )
 
-__all__ = ["COMPOSITE_PREFIX", "GcsBackend"]
+__all__ = ["GcsBackend"]
 
-#: Where composite-upload components live; hidden from listings.
-COMPOSITE_PREFIX = ".synxfer-composite/"
 #: GCS's storage classes (``WriteOptions.storage_class``), current and legacy.
 GCS_STORAGE_CLASSES = frozenset(
     {
@@ -184,21 +182,15 @@ class GcsBackend(Backend):
             raise ConfigError(f"gs:// needs a bucket name: gs://bucket/prefix (got {bucket!r})")
         self.bucket = bucket
         self.options = options
+        #: The backend options, read once (see :mod:`._options`).
+        self.settings = settings = GcsOptions.read(options)
         #: Requests to the bucket: endpoint, credentials, mapped errors.
-        self.http = GcsHttp(bucket, options, self.url)
-        self.endpoint_url, self.anonymous = self.http.endpoint_url, self.http.anonymous
-        prefix = options.extra.get("composite_prefix", COMPOSITE_PREFIX)
-        if not prefix.endswith("/") or prefix.startswith("/") or len(prefix) < 2:
-            raise ConfigError(
-                f"gs option composite_prefix={prefix!r}: expected a prefix like "
-                f"{COMPOSITE_PREFIX!r} (ending in '/')"
-            )
+        self.http = GcsHttp(bucket, options, settings, self.url)
+        self.endpoint_url, self.anonymous = settings.endpoint_url, settings.anonymous
         #: Reserved, hidden prefix of composite-upload components.
-        self.composite_prefix = prefix
+        self.composite_prefix = settings.composite_prefix
         #: Objects per listing request (GCS's maximum is 1000).
-        self.list_page_size = option_int(
-            options.extra, "list_page_size", 1000, scheme="gs", low=1, high=1000
-        )
+        self.list_page_size = settings.list_page_size
         #: Requests in flight inside one call that fans out (compose, cleanup).
         self.fanout = max(1, min(8, options.max_connections))
         self._composer = Composer(self)

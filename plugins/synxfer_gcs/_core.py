@@ -8,7 +8,7 @@
   JSON API (stat, listings, compose, rewrite, delete, buckets) as well as
   the bytes. One stack and one pool per host, instead of httpx beside it
   (docs/decisions/0017, amended).
-* **Endpoint and credentials** (:func:`resolve_endpoint`):
+* **Endpoint and credentials** (:func:`._options.resolve_endpoint`):
   ``options.endpoint_url``, else ``$STORAGE_EMULATOR_HOST`` (then
   anonymous, as Google's client libraries do), else
   ``https://storage.googleapis.com`` with Application Default Credentials.
@@ -31,62 +31,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
-from ipaddress import ip_address
 from typing import Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
 
 from synxfer import BucketNotFound, ConfigError, NotFound, TransientError
-from synxfer.backend import BackendOptions, Body, HttpClient, HttpResponse, option_bool
+from synxfer.backend import BackendOptions, Body, HttpClient, HttpResponse
 
 from ._auth import GoogleAuth
 from ._errors import FOREIGN_ERRORS, error_details, error_for_status, map_error
+from ._options import GcsOptions
 from ._wire import parse_json_body
 
-__all__ = ["DEFAULT_ENDPOINT", "GcsHttp", "resolve_endpoint"]
-
-DEFAULT_ENDPOINT = "https://storage.googleapis.com"
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
-
-
-def resolve_endpoint(options: BackendOptions) -> tuple[str, bool]:
-    """``(base URL, anonymous)`` for these options and the environment.
-
-    ``options.endpoint_url`` wins, then ``$STORAGE_EMULATOR_HOST`` (anonymous,
-    like Google's client libraries), then :data:`DEFAULT_ENDPOINT` with
-    credentials. An explicit endpoint on a loopback address is assumed to be
-    an emulator (anonymous); ``options.extra["anonymous"]`` overrides.
-    """
-    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
-    if options.endpoint_url:
-        raw, source = options.endpoint_url, "the endpoint given for gs://"
-    elif emulator:
-        raw, source = emulator, "STORAGE_EMULATOR_HOST"
-        if "://" not in raw:
-            raw = f"http://{raw}"
-    else:
-        raw, source = DEFAULT_ENDPOINT, "the default"
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"invalid GCS endpoint {raw!r} (from {source}): expected http(s)://host[:port]"
-        )
-    path = parts.path.rstrip("/")
-    if path.endswith("/storage/v1"):
-        path = path[: -len("/storage/v1")]
-    base = f"{parts.scheme}://{parts.netloc}{path}"
-    guess = _is_loopback(parts.hostname) if options.endpoint_url else bool(emulator)
-    return base, option_bool(options.extra, "anonymous", guess, scheme="gs")
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ip_address(host).is_loopback
-    except ValueError:
-        return False
+__all__ = ["GcsHttp"]
 
 
 class GcsHttp:
@@ -95,12 +52,19 @@ class GcsHttp:
     ``url(key)`` names an object in messages (``gs://bucket/key``).
     """
 
-    def __init__(self, bucket: str, options: BackendOptions, url: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        options: BackendOptions,
+        settings: GcsOptions,
+        url: Callable[[str], str],
+    ) -> None:
         self.bucket = bucket
         self.options = options
         self.url = url
-        self.endpoint_url, self.anonymous = resolve_endpoint(options)
-        self.credentials_file = options.extra.get("credentials_file") or None
+        self.endpoint_url, self.anonymous = settings.endpoint_url, settings.anonymous
+        self.credentials_file = settings.credentials_file
+        self._given_project = settings.project
         self._client: HttpClient | None = None
         parts = urlsplit(self.endpoint_url)
         self._scheme = parts.scheme
@@ -326,20 +290,11 @@ class GcsHttp:
             self._bucket_exists = True
 
     def project(self, purpose: str = "creating a gs:// bucket") -> str:
-        """The project new buckets go in: ``options.extra["project"]``, else
-        ``GOOGLE_CLOUD_PROJECT`` (or ``CLOUDSDK_CORE_PROJECT``,
-        ``GCLOUD_PROJECT``), else the credentials' project; anonymous (an
-        emulator), ``_``. ConfigError when none is known."""
-        given = self.options.extra.get("project") or next(
-            (
-                os.environ[name]
-                for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT")
-                if os.environ.get(name)
-            ),
-            None,
-        )
-        if given:
-            return given
+        """The project new buckets go in: the ``project`` option (or the
+        environment's, :class:`~._options.GcsOptions`), else the credentials'
+        project; anonymous (an emulator), ``_``. ConfigError when none is known."""
+        if self._given_project:
+            return self._given_project
         if self._auth is not None and self._auth.project:
             return self._auth.project
         if self.anonymous:
