@@ -90,3 +90,88 @@ def test_an_interrupted_compressed_upload_resumes(stock_moto: Any, tmp_path: Pat
     )  # fmt: skip
     assert get.returncode == 0, get.stderr
     assert back.read_bytes() == data
+
+
+def test_an_interrupted_compressed_download_resumes(stock_moto: Any, tmp_path: Path) -> None:
+    """The CLI downloads a compressed object (three stored parts) from stock
+    moto through a proxy that notes each GET's range, is interrupted (SIGINT)
+    once the journal holds a range, and runs again: the rerun fetches only
+    the ranges the first run had not written, verifies the stored bytes and
+    decodes them to the original file. Before issue 36 a compressed download
+    kept nothing (no journal, its temp file removed) and fetched it all again."""
+    world = S3World("stock-moto", stock_moto.endpoint_url, "testing", "testing-secret")
+    bucket = world.new_bucket("compress-resume-down")
+    src = tmp_path / "big.txt"
+    data = _half_random(24 * MiB, 37)  # about 12 MiB stored: 5 + 5 + 2 MiB
+    src.write_bytes(data)
+    cache = tmp_path / "cache"
+    env = {**world.environ(), "XDG_CACHE_HOME": str(cache)}
+    url = f"s3://{bucket}/big.txt"
+    up = subprocess.run(
+        [*_cli(world.endpoint_url, src, url)[:-3], "-q"],  # no bandwidth limit
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    stored = world.admin().head_object(Bucket=bucket, Key="big.txt")["ContentLength"]
+    assert 10 * MiB < stored < 15 * MiB
+    dest = tmp_path / "out" / "big.txt"
+    dest.parent.mkdir()
+    ranges: list[str] = []
+
+    def note(request: Any) -> bool:
+        if request.method == "GET" and request.key == "big.txt":
+            ranges.append(request.headers.get("range", "bytes=0-"))
+        return False
+
+    def fetched(since: int) -> int:
+        total = 0
+        for r in ranges[since:]:
+            first, _, last = r.removeprefix("bytes=").partition("-")
+            total += (int(last) if last else stored - 1) - int(first) + 1
+        return total
+
+    # rate 1 so the proxy asks `note` of every request; `note` never faults one.
+    with FaultProxy(world.endpoint_url, rate=1.0, match=note) as proxy:
+        cmd = [
+            sys.executable, "-m", "synxfer.cli.main", "cp", url, str(dest),
+            "--endpoint-url", proxy.url, "--part-size", "5MiB", "--max-threads", "1",
+            "--bwlimit", "4MiB",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while _journaled_ranges(cache) < 1:  # the first range is written and journaled
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0, "the first run was not interrupted"
+        assert not dest.exists()
+        kept = _journaled_ranges(cache)
+        first = len(ranges)
+        rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert rerun.returncode == 0, rerun.stderr
+        again = fetched(first)
+    assert dest.read_bytes() == data
+    assert "not verified" not in rerun.stdout + rerun.stderr, rerun.stdout
+    assert kept >= 1, err
+    # What the first run had written was not fetched again.
+    assert 0 < again <= stored - kept * 5 * MiB, f"rerun fetched {again} of {stored} bytes"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["big.txt"]  # no temp file left
+    assert _journaled_ranges(cache) == 0
+
+
+def _journaled_ranges(cache: Path) -> int:
+    """Ranges of downloads the journal under ``cache`` records as written."""
+    import sqlite3
+
+    path = cache / "synxfer" / "journal.sqlite3"
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return int(db.execute("SELECT count(*) FROM download_parts").fetchone()[0])
+    except sqlite3.OperationalError:  # the tables are not made yet
+        return 0
+    finally:
+        db.close()

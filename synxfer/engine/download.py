@@ -16,6 +16,11 @@ vouches for (:mod:`.verify`); data that does not match is fetched again
 under the client's retry policy (the same attempts and backoff as a
 transient error), and never renamed into place. A download whose source
 vouches for nothing is done but reported as not verified.
+
+An object a codec stored (:mod:`.compress`; its metadata names it) takes
+the same path: its stored bytes are fetched, journaled and verified like
+any object's, so an interrupted download of it resumes like any other; the
+decode is the last stage, from the verified stored bytes into the file.
 """
 
 from __future__ import annotations
@@ -26,17 +31,25 @@ import dataclasses
 import functools
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .._exceptions import IntegrityError
 from .._models import ObjectInfo
 from ..backend import Backend
-from ._os import OPEN_FLAGS
+from ._os import OPEN_FLAGS, pread_into
 from .checksums import CRC_KINDS, Kind, new_hash, to_bytes
-from .compress import Undecodable, download_compressed, is_compressed, write_decompressed
+from .compress import Codec, Decoder, Undecodable, decoding_of
 from .core import Engine, keep_existing
 from .journal import DownloadEntry
-from .localfile import TEMP_SUFFIX, LocalFile, place, temp_path_for, write_whole_file
+from .localfile import (
+    TEMP_SUFFIX,
+    LocalFile,
+    commit_temp,
+    place,
+    temp_path_for,
+    write_whole_file,
+)
 from .meta import stored_mtime
 from .parts import (
     Part,
@@ -92,10 +105,10 @@ async def download_object(
     Every ranged GET carries the object's ETag (If-Match), so an object
     replaced mid-download is detected instead of stitched together.
 
-    An object synxfer stored zstd-compressed (its metadata says so) is
-    fetched and verified as stored, decompressed into the temp file and
-    checked against its recorded size before the rename (:mod:`.compress`);
-    the bytes returned are the stored ones.
+    An object a codec stored (zstd; its metadata says so) is fetched and
+    verified as stored, then decoded and checked against its recorded size
+    before the rename (:mod:`.compress`); the bytes returned are the stored
+    ones.
     """
     caps = backend.capabilities
     if caps.ranged_reads:
@@ -178,11 +191,12 @@ async def _download_single(
                 check = functools.partial(_check_whole, whole, src, vouching)
             elif not verified_reads:
                 check = functools.partial(_vouch_whole, vouching)
-            # A zstd-compressed object is checked, then decompressed (.compress).
+            # An encoded object is checked as stored, then decoded (.compress).
+            decoding = decoding_of(info, src)
             write = (
-                functools.partial(write_decompressed, info=info, url=src)
-                if is_compressed(info)
-                else write_whole_file
+                write_whole_file
+                if decoding is None
+                else functools.partial(_write_decoded, *decoding, url=src)
             )
             await scheduler.io_batched(
                 functools.partial(
@@ -210,6 +224,108 @@ async def _download_single(
     if vouching.note is not None:
         engine.warn(vouching.note, vouching.note_kind)
     return size, verified_reads or vouching.verified
+
+
+def _write_decoded(
+    codec: Codec,
+    limit: int,
+    dest: Path,
+    tmp: Path,
+    data: memoryview,
+    *,
+    url: str,
+    exclusive: bool,
+    check: Callable[[memoryview], None] | None,
+    mtime_ns: int | None,
+    etag: str | None,
+    keep_existing: bool = False,
+) -> None:
+    """:func:`.localfile.write_whole_file` for an encoded object held whole
+    in ``data``: ``check`` the stored bytes first, then decode them into
+    ``tmp`` (at most ``limit`` bytes, exactly that many at the end), tag,
+    rename. ONE blocking call (a worker thread); on any failure ``tmp`` is
+    removed."""
+    if check is not None:
+        check(data)
+
+    def fill(fd: int) -> None:
+        decoder = codec.decoder(fd, limit, url)
+        decoder.feed(data)
+        decoder.finish()
+
+    commit_temp(
+        dest,
+        tmp,
+        fill,
+        exclusive=exclusive,
+        mtime_ns=mtime_ns,
+        etag=etag,
+        keep_existing=keep_existing,
+    )
+
+
+async def _decode_into_place(
+    engine: Engine,
+    codec: Codec,
+    limit: int,
+    stored: Path,
+    size: int,
+    dest: Path,
+    url: str,
+    info: ObjectInfo,
+    chunk: int,
+) -> None:
+    """Decode the verified stored bytes in ``stored`` (``size`` of them)
+    into a new temp file beside ``dest``, check it decoded whole to
+    ``limit`` bytes, tag it and rename it into place.
+
+    The stored file is read ``chunk`` bytes at a time into a buffer the
+    budget lends, each chunk read and decoded in one worker-thread call, in
+    order; between chunks the loop is free and a cancellation stops the
+    pass (the stored bytes and their journal stay: a rerun decodes again
+    without fetching). :class:`.compress.Undecodable` when the bytes do not
+    decode to the file their metadata describes.
+    """
+    scheduler = engine.scheduler
+    out_tmp = temp_path_for(dest)
+    src = await LocalFile.open(stored, os.O_RDONLY, scheduler.executor)
+    placed = False
+    try:
+        out = await LocalFile.open(
+            out_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, scheduler.executor
+        )
+        try:
+            decoder = codec.decoder(out.fd, limit, url)
+            async with scheduler.reserve(chunk) as lease:
+                buf = lease.view()
+                offset = 0
+                while offset < size:
+                    view = buf[: min(chunk, size - offset)]
+                    await scheduler.io_holding(_decode_chunk, decoder, src.fd, view, offset, url)
+                    offset += len(view)
+            await scheduler.io(decoder.finish)
+            await out.finish(_mtime_ns(info), info.etag)
+            await out.close()
+            await scheduler.io(place, out_tmp, dest, keep_existing())
+            placed = True
+        finally:
+            if not placed:
+                await out.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(out_tmp)
+    finally:
+        await src.close()
+
+
+def _decode_chunk(decoder: Decoder, fd: int, view: memoryview, offset: int, url: str) -> None:
+    """Read ``len(view)`` stored bytes at ``offset`` of ``fd`` and decode them (a worker thread)."""
+    n = 0
+    while n < len(view):
+        got = pread_into(fd, view[n:], offset + n)
+        if not got:
+            raise Undecodable(IntegrityError(f"{url}: its downloaded bytes shrank on disk"))
+        n += got
+    decoder.feed(view)
 
 
 def _check_whole(p: Plan, url: str, vouching: Vouching, data: memoryview) -> None:
@@ -264,16 +380,16 @@ async def _download_ranges(
         claims = await gather_claims(backend, key, info, info.etag)
         exp, layout = primary(claims)
         vouching = Vouching(src, info, claims)
-        if exp is None and not is_compressed(info) and not backend.capabilities.verified_reads:
+        # Refused before anything is fetched: an encoding this synxfer cannot decode.
+        decoding = decoding_of(info, src)
+        if exp is None and not backend.capabilities.verified_reads:
             # Layouts to try after the fact: each range's CRC tells whether
             # it came back the same, so only doubtful ranges are fetched again.
             exp = vouching.fingerprint()
         p = plan(size, part_size, exp, layout)
-        journaled = None if is_compressed(info) else await entry
+        journaled = await entry
     finally:
         entry.cancel()  # a no-op once it is done
-    if is_compressed(info):  # fetched in order and decompressed (.compress); no journal
-        return await download_compressed(engine, backend, key, dest, info, p, info.etag or etag)
     kind = p.kind
     sums = Sums(p)
     resumed = await _resume_download(engine, journaled, src, dest, tmp, info, size, part_size, sums)
@@ -375,9 +491,18 @@ async def _download_ranges(
             fetch_size=fetch_size(engine.config.memory_budget, part_size),
             vouch=vouch,
         )
-        await f.finish(_mtime_ns(info), info.etag)
-        await f.close()
-        await scheduler.io(place, tmp, dest, keep_existing())
+        if decoding is None:
+            await f.finish(_mtime_ns(info), info.etag)
+            await f.close()
+            await scheduler.io(place, tmp, dest, keep_existing())
+        else:
+            await f.close()
+            try:
+                await _decode_into_place(engine, *decoding, tmp, size, dest, src, info, part_size)
+            except Undecodable as bad:
+                raise gave_up(bad.error, 1, dest) from None
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         committed = True
         await recorded()
         await engine.journal.download_done(str(dest))

@@ -5,6 +5,12 @@ which reserves each part's bytes and lends it a pooled buffer before the
 part's task exists, so tasks and memory stay bounded however big the file
 is. Each byte of the file is read once, and its checksum is computed in the
 same worker-thread call that read it.
+
+A part's bytes come from one of two sources: the file's own ranges (read
+in any order), or a codec's stored stream (:mod:`.compress`: encoded in
+order, one part at a time, then sent concurrently). Both share the journal,
+the resume from an earlier run's upload, and the abort on failure; the
+journal entry names the codec, so an upload resumes only as it began.
 """
 
 from __future__ import annotations
@@ -12,17 +18,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import logging
 import mimetypes
 import os
+from collections.abc import AsyncIterator, Iterator
+from operator import attrgetter
 from pathlib import Path
 
-from .._exceptions import NotFound
+from .._exceptions import ConfigError, NotFound, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, WriteOptions
-from ..backend import Backend, Capabilities
-from .compress import upload_compressed
+from ..backend import Backend, Capabilities, Checksum, ChecksumAlgorithm
+from .compress import Codec, Encoder, Filled, codec_for
 from .core import Engine
-from .localfile import LocalFile, identity, read_whole_file, source_changed
+from .journal import UploadEntry
+from .localfile import Identity, LocalFile, identity, read_whole_file, source_changed
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
 from .parts import Part, checksum_of, etag_parts, plan_part_size, split
 from .prehash import PrePass, prehash_file, with_digests
@@ -58,9 +68,8 @@ async def upload_path(
     without a content type there, the file name's is guessed unless
     ``TransferConfig.guess_mime_type`` is off.
 
-    With ``TransferConfig.compress`` set, the object is stored compressed
-    (:func:`.compress.upload_compressed`) and the bytes sent are the
-    compressed ones.
+    With ``TransferConfig.compress`` set, the object is stored encoded by
+    that codec (:func:`_upload_encoded`) and the bytes sent are the stored ones.
     """
     caps = backend.capabilities
     cfg = engine.config
@@ -71,8 +80,9 @@ async def upload_path(
         if not mimetypes.inited:
             await scheduler.io(mimetypes.init)  # reads the system's tables once
         guessed = guess_content_type(path.name)
-    if cfg.compress is not None:
-        return await upload_compressed(engine, path, backend, key, base, guessed)
+    codec = codec_for(cfg.compress, cfg.compress_level)
+    if codec is not None:
+        return await _upload_encoded(engine, path, backend, key, base, guessed, codec)
     if size is not None and not _multipart(size, cfg.multipart_threshold, caps):
         sent = await _put_whole(engine, path, backend, key, size, base, guessed)
         if sent is not None:
@@ -116,26 +126,269 @@ async def upload_path(
             options = with_digests(upload_options(base, metadata, guessed), pre)
             upload = await backend.create_multipart(key, options)
             await journal_new_upload(engine, backend, upload, path, before, part_size)
-        try:
+        async with _kept_or_aborted(engine, backend, upload):
             sent = await _send_parts(engine, f, backend, upload, size, part_size, done, pre)
             await check_unchanged()
             await backend.complete_multipart(upload, sorted(done.values(), key=_number))
-        except asyncio.CancelledError:
-            # Interrupted (Ctrl-C, shutdown): with a journal the upload resumes
-            # on the next run; without one nothing could, so discard it.
-            if not engine.resumable:
-                await abort_upload(backend, upload)
-            raise
-        except BaseException:
-            # Forgotten only once gone: an abort refused (credentials revoked
-            # mid-run, say) leaves the entry, so the next run resumes it.
-            if await abort_upload(backend, upload):
-                await engine.journal.upload_done(dest)
-            raise
         await engine.journal.upload_done(dest)
         return sent
     finally:
         await f.close()
+
+
+@contextlib.asynccontextmanager
+async def _kept_or_aborted(
+    engine: Engine, backend: Backend, upload: MultipartUpload
+) -> AsyncIterator[None]:
+    """What becomes of a multipart upload the block fails in.
+
+    Interrupted (Ctrl-C, shutdown): with a journal the upload resumes on the
+    next run; without one nothing could, so it is discarded. Failed: it is
+    aborted, and forgotten only once gone: an abort refused (credentials
+    revoked mid-run, say) leaves the entry, so the next run resumes it.
+    """
+    try:
+        yield
+    except asyncio.CancelledError:
+        if not engine.resumable:
+            await abort_upload(backend, upload)
+        raise
+    except BaseException:
+        if await abort_upload(backend, upload):
+            await engine.journal.upload_done(backend.url(upload.key))
+        raise
+
+
+async def _upload_encoded(
+    engine: Engine,
+    path: Path,
+    backend: Backend,
+    key: str,
+    options: WriteOptions,
+    content_type: str | None,
+    codec: Codec,
+) -> int:
+    """Upload ``path`` to ``key`` stored by ``codec``; returns the bytes sent (stored).
+
+    The stored stream's length is known only once encoded, so part 1 is
+    encoded first: a stream that ends within it goes in one request. Else it
+    is a multipart upload like a plain file's -- journaled (the entry names
+    the codec), kept on interruption, aborted on failure -- whose parts are
+    cut from the stream by size (every part but the last is exactly the part
+    size, planned for the codec's worst case so ``max_parts`` holds).
+
+    A rerun resumes it: the file is encoded again from its start (the stream
+    is cut at the same offsets), and a part the server already holds is not
+    sent again when the MD5 of the part just encoded is its ETag (or, where
+    ETags are not MD5s, its checksum the one journaled): the server keeps
+    the bytes this run would send, whatever codec library version made them.
+    """
+    cfg = engine.config
+    scheduler = engine.scheduler
+    caps = backend.capabilities
+    algorithm = caps.part_checksum
+    f = await LocalFile.open(path, os.O_RDONLY, scheduler.executor)
+    try:
+        st = await f.fstat()
+        size = st.st_size
+        before = identity(st)
+        bound = codec.bound(size)
+        part_size = plan_part_size(bound, cfg.part_size, caps) if caps.multipart else bound
+        encoder = codec.encoder(f.fd, size)
+        metadata = {MTIME_KEY: format_mtime(st.st_mtime_ns), **codec.metadata(size)}
+        dest = backend.url(key)
+
+        async def check_unchanged() -> None:
+            if encoder.consumed() != size or not await f.unchanged_since(before):
+                raise source_changed(path)
+
+        async with scheduler.reserve(part_size) as first:
+            # Whether an earlier run left this upload: looked up while part 1 is encoded.
+            earlier = asyncio.ensure_future(engine.journal.upload_get(dest))
+            try:
+                data, checksum, _ = await scheduler.io_holding(
+                    encoder.fill, first.view(), algorithm, False
+                )
+            except BaseException:
+                earlier.cancel()
+                raise
+            entry = await earlier
+            raw = encoder.read_since()
+            if encoder.eof and len(data) <= caps.max_single_put:
+                if entry is not None and await abort_upload(
+                    backend, MultipartUpload(key, entry.upload_id)
+                ):
+                    await engine.journal.upload_done(dest)
+                metadata[PART_SIZE_KEY] = "0"
+                await check_unchanged()
+                opts = upload_options(options, metadata, content_type)
+                await backend.put(key, data, opts, checksum)
+                engine.progress(len(data), "up", advanced=raw)
+                return len(data)
+            if not caps.multipart:
+                raise ConfigError(
+                    f"{path} compressed is more than {backend.url('')} takes in one "
+                    f"request ({caps.max_single_put} bytes)"
+                )
+            metadata[PART_SIZE_KEY] = str(part_size)
+            opts = upload_options(options, metadata, content_type)
+            fresh = options.checksum_algorithm is not None
+            expected = (str(path), before, part_size, codec.name)
+            upload, held = await _earlier_upload(engine, backend, key, entry, expected, fresh)
+            if upload is None:
+                upload = await backend.create_multipart(key, opts)
+                await journal_new_upload(
+                    engine, backend, upload, path, before, part_size, codec.name
+                )
+            else:
+                log.info("resuming %s: %d part(s) on the server to compare", dest, len(held))
+            parts = _EncodedParts(engine, backend, upload, encoder, held)
+            async with _kept_or_aborted(engine, backend, upload):
+                if 1 in held:  # compare part 1 with the server's (one more hash)
+                    data, checksum, md5 = await scheduler.io_holding(_rehash, data, algorithm)
+                    sent = await parts.keep_or_send(1, data, checksum, md5, raw)
+                else:
+                    sent = await parts.keep_or_send(1, data, checksum, None, raw)
+        async with _kept_or_aborted(engine, backend, upload):
+            sent += await parts.send_rest(part_size)
+            await check_unchanged()
+            await backend.complete_multipart(upload, sorted(parts.done, key=attrgetter("number")))
+        await engine.journal.upload_done(dest)
+        return sent
+    finally:
+        await f.close()
+
+
+def _rehash(data: bytes | bytearray, algorithm: ChecksumAlgorithm | None) -> Filled:
+    """``data``, its checksum and MD5 (a worker thread)."""
+    view = memoryview(data)
+    return data, checksum_of(algorithm, view), hashlib.md5(view, usedforsecurity=False).hexdigest()
+
+
+class _EncodedParts:
+    """The parts of one encoded upload: filled from the codec's stream in
+    order, kept when the server already holds the same bytes (a resumed
+    upload), else sent and journaled."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        backend: Backend,
+        upload: MultipartUpload,
+        encoder: Encoder,
+        held: dict[int, CompletedPart],
+    ) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.upload = upload
+        self.encoder = encoder
+        self.held = held
+        self.done: list[CompletedPart] = []
+
+    def _held_as(
+        self, number: int, data: bytes | bytearray, checksum: Checksum | None, md5: str | None
+    ) -> CompletedPart | None:
+        """The server's part ``number`` if it is ``data``: its ETag is the
+        MD5 of ``data``, or (an ETag that is no MD5) its checksum is."""
+        listed = self.held.get(number)
+        if listed is None or listed.size != len(data):
+            return None
+        etag = listed.etag.strip('"').lower()
+        if etag_parts(etag) == 0:
+            same = md5 == etag
+        else:
+            same = checksum is not None and listed.checksum == checksum.value
+        if not same:
+            return None
+        # Neither listed nor journaled (acknowledged after the last run's last
+        # journal write): the checksum completing the upload needs is this one.
+        return _with_checksum(listed, checksum.value if checksum else None)
+
+    async def keep_or_send(
+        self,
+        number: int,
+        data: bytes | bytearray,
+        checksum: Checksum | None,
+        md5: str | None,
+        raw: int,
+    ) -> int:
+        """Part ``number`` (``raw`` bytes of the file) kept or sent; the bytes sent."""
+        kept = self._held_as(number, data, checksum, md5)
+        if kept is not None:
+            self.done.append(kept)
+            self.engine.progress(0, "up", advanced=raw)
+            return 0
+        completed = await self.backend.upload_part(self.upload, number, data, checksum)
+        self.done.append(completed)
+        await _journal_part(self.engine, self.backend, self.upload, completed)
+        self.engine.progress(completed.size, "up", advanced=raw)
+        return completed.size
+
+    async def send_rest(self, part_size: int) -> int:
+        """Parts 2.. of the stream; returns their bytes sent.
+
+        The scheduler reserves each part's memory before its task exists; the
+        parts are filled in order (each waits for the one before), then sent
+        concurrently. The stream's length is not known ahead, so parts are
+        offered while it has not ended: the few offered past its end find it
+        ended and send nothing.
+        """
+        encoder = self.encoder
+        algorithm = self.backend.capabilities.part_checksum
+        scheduler = self.engine.scheduler
+        sent = 0
+        turns: dict[int, asyncio.Event] = {1: asyncio.Event()}
+        turns[1].set()
+
+        def parts() -> Iterator[Part]:
+            index = 1
+            while not encoder.eof:
+                turns[index + 1] = asyncio.Event()
+                yield Part(index, index * part_size, part_size)
+                index += 1
+
+        async def send(part: Part, lease: Lease) -> int:
+            await turns[part.index].wait()
+            try:
+                if encoder.eof:
+                    return 0
+                md5 = part.number in self.held
+                data, checksum, digest = await scheduler.io_holding(
+                    encoder.fill, lease.view(), algorithm, md5
+                )
+                raw = encoder.read_since()  # before the next part's fill starts
+            finally:
+                turns[part.index + 1].set()
+            if not data:
+                # The stream ended exactly at the previous part's end.
+                if raw:
+                    self.engine.progress(0, "up", advanced=raw)
+                return 0
+            return await self.keep_or_send(part.number, data, checksum, digest, raw)
+
+        async def sent_part(part: Part, n: int) -> None:
+            nonlocal sent
+            sent += n
+
+        try:
+            await scheduler.map_parts(parts(), send, sent_part)
+        except BaseExceptionGroup as group:
+            leaf: BaseException = group
+            while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+                leaf = leaf.exceptions[0]
+            if isinstance(leaf, SourceChangedError):
+                raise leaf from None
+            raise
+        return sent
+
+
+async def _journal_part(
+    engine: Engine, backend: Backend, upload: MultipartUpload, part: CompletedPart
+) -> None:
+    """Record a part the server acknowledged (what a rerun keeps)."""
+    await engine.journal.upload_part(
+        backend.url(upload.key), upload.upload_id, part.number, part.etag, part.size, part.checksum
+    )
 
 
 async def journal_new_upload(
@@ -223,47 +476,76 @@ async def _resume_upload(
     last write, say by kill -9). Servers that list no part checksums
     (stock moto, SeaweedFS, Ceph RGW) thus resume too; the checksum a
     completion needs comes from the journal or is computed with the MD5.
-
-    A journal entry for another file, another version of this one (size,
-    mtime or inode differ) or another part size is stale: its upload is
-    aborted and forgotten.
     """
     dest = backend.url(key)
     entry = await engine.journal.upload_get(dest)
+    upload, on_server = await _earlier_upload(
+        engine, backend, key, entry, (str(f.path), ident, part_size, ""), fresh
+    )
+    if upload is None or entry is None:
+        return None, {}
+    done: dict[int, CompletedPart] = {}
+    recheck: list[Part] = []
+    for part in split(ident[2], part_size):
+        listed = on_server.get(part.number)
+        if listed is None or listed.size != part.length:
+            continue
+        etag, size, _ = entry.parts.get(part.number, (None, None, None))
+        if (etag, size) == (listed.etag, listed.size):
+            done[part.number] = listed
+        elif etag_parts(listed.etag) == 0:
+            recheck.append(part)
+    by_md5 = await _parts_matching_md5(engine, backend, f, recheck, on_server)
+    done.update(by_md5)
+    log.info(
+        "resuming %s: %d part(s) already on the server (%d of them by their MD5)",
+        dest,
+        len(done),
+        len(by_md5),
+    )
+    return upload, done
+
+
+async def _earlier_upload(
+    engine: Engine,
+    backend: Backend,
+    key: str,
+    entry: UploadEntry | None,
+    expected: tuple[str, Identity, int, str],
+    fresh: bool,
+) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
+    """The journaled upload ``entry`` to continue, and the parts the server
+    lists of it (with the journaled checksum where the listing has none);
+    ``(None, {})`` when there is none to continue.
+
+    ``expected`` is this run's (source path, identity, part size, codec): an
+    entry for another file, another version of it (size, mtime or inode
+    differ), another part size or another codec is stale, as is any entry
+    when ``fresh`` (an upload with a chosen checksum: the journal records
+    neither the algorithm nor the parts' values of it its completion needs).
+    A stale entry's upload is aborted and forgotten (an abort refused leaves
+    the entry, which the new upload's replaces); one gone from the server
+    is forgotten.
+    """
     if entry is None:
         return None, {}
+    dest = backend.url(key)
     upload = MultipartUpload(key, entry.upload_id)
-    same = entry.src == str(f.path) and entry.identity == ident and entry.part_size == part_size
-    same = same and not fresh and not entry.codec  # a compressed upload's parts are not ranges
+    same = (entry.src, entry.identity, entry.part_size, entry.codec) == expected and not fresh
     if same and backend.capabilities.list_parts:
         try:
-            on_server = {p.number: p for p in await backend.list_parts(upload)}
+            listed = await backend.list_parts(upload)
         except NotFound:
-            on_server = None  # the upload was completed or aborted meanwhile
-        if on_server is not None:
-            done: dict[int, CompletedPart] = {}
-            recheck: list[Part] = []
-            for part in split(ident[2], part_size):
-                listed = on_server.get(part.number)
-                if listed is None or listed.size != part.length:
-                    continue
-                etag, size, checksum = entry.parts.get(part.number, (None, None, None))
-                if (etag, size) == (listed.etag, listed.size):
-                    done[part.number] = _with_checksum(listed, checksum)
-                elif etag_parts(listed.etag) == 0:
-                    recheck.append(part)
-            by_md5 = await _parts_matching_md5(engine, backend, f, recheck, on_server)
-            done.update(by_md5)
-            log.info(
-                "resuming %s: %d part(s) already on the server (%d of them by their MD5)",
-                dest,
-                len(done),
-                len(by_md5),
-            )
-            return upload, done
-    elif not await abort_upload(backend, upload):
-        return None, {}  # the new upload's entry replaces this one
-    await engine.journal.upload_done(dest)
+            # The upload was completed or aborted meanwhile.
+            await engine.journal.upload_done(dest)
+            return None, {}
+        held: dict[int, CompletedPart] = {}
+        for p in listed:
+            _etag, _size, checksum = entry.parts.get(p.number, (None, None, None))
+            held[p.number] = _with_checksum(p, checksum)
+        return upload, held
+    if await abort_upload(backend, upload):
+        await engine.journal.upload_done(dest)
     return None, {}
 
 
@@ -318,7 +600,6 @@ async def _send_parts(
     With a pre-pass (``pre``), each part's checksum is checked against it
     and its pre-pass MD5 is sent (:meth:`.prehash.PrePass.check`)."""
     algorithm = backend.capabilities.part_checksum if pre is None else pre.algorithm
-    dest = backend.url(upload.key)
     sent = 0
 
     async def send(part: Part, lease: Lease) -> CompletedPart:
@@ -334,9 +615,7 @@ async def _send_parts(
         nonlocal sent
         done[part.number] = result
         sent += part.length
-        await engine.journal.upload_part(
-            dest, upload.upload_id, part.number, result.etag, result.size, result.checksum
-        )
+        await _journal_part(engine, backend, upload, result)
         engine.progress(part.length, "up")
 
     todo = (part for part in split(size, part_size) if part.number not in done)
