@@ -7,12 +7,13 @@ BIN    := $(VENV)/bin
 
 .PHONY: install lint test bench clean
 
-# Two distributions, both editable: the library (synxfer and its plugins) and,
-# in benchmarks/, synxfer-bench (the harness and the test servers).
+# Two distributions, both editable: the library (synxfer and its plugins, with
+# the tools that build the user guide) and, in benchmarks/, synxfer-bench (the
+# harness and the test servers).
 $(BIN)/.installed: pyproject.toml benchmarks/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]' -e ./benchmarks
+	$(BIN)/pip install --quiet -e '.[dev,docs]' -e ./benchmarks
 	touch $@
 
 install: $(BIN)/.installed

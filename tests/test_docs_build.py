@@ -1,0 +1,122 @@
+"""The user guide builds with ``mkdocs build --strict``, and says what the code is.
+
+Strict turns every warning into a failure: a link to a page or heading that
+is gone, a page left out of the nav, an API name mkdocstrings cannot find.
+The CLI reference is written from the parser at build time (docs/hooks.py)
+and the API reference from the docstrings, so this test is what keeps them
+from going stale; it also checks that they show every command and every
+public name, and that the strict settings of mkdocs.yml do fail a build
+with a broken link (a strict build that cannot fail would prove nothing).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+if importlib.util.find_spec("mkdocs") is None:  # not a skip: CI must build the guide
+    pytest.fail(
+        "mkdocs is not installed: pip install -e '.[docs]' (make install does)",
+        pytrace=False,
+    )
+
+
+def _mkdocs(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    # Not --quiet: it drops warnings before strict counts them, and a broken
+    # link would pass.
+    done = _mkdocs("build", "--strict", "-d", str(out))
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
+    return out
+
+
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("synxfer_docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_guide_builds_strict(site: Path) -> None:
+    assert (site / "index.html").is_file()
+    assert (site / "guide" / "quickstart.html").is_file()
+
+
+def test_the_cli_reference_shows_every_command(site: Path) -> None:
+    from synxfer.cli._parser import COMMANDS
+
+    page = (site / "guide" / "cli-reference.html").read_text(encoding="utf-8")
+    for name in COMMANDS:
+        assert f"usage: synxfer {name} " in page, f"synxfer {name}'s help is not in the reference"
+    assert "usage: synxfer-bench" in page
+
+
+def test_the_api_reference_shows_every_public_name(site: Path) -> None:
+    import synxfer
+    import synxfer.backend
+
+    page = (site / "guide" / "api-reference.html").read_text(encoding="utf-8")
+    ids = set(re.findall(r'id="([\w.]+)"', page))
+    for module in (synxfer, synxfer.backend):
+        wanted = {f"{module.__name__}.{n}" for n in module.__all__ if not n.startswith("__")}
+        assert sorted(wanted - ids) == [], f"{module.__name__} names missing from the page"
+
+
+def test_strict_settings_fail_a_broken_link(tmp_path: Path) -> None:
+    """The repository's mkdocs.yml settings, on a page with a dead link: the build fails."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\n## Here\n\n[ok](#here) [gone](gone.md)\n")
+    (tmp_path / "mkdocs.yml").write_text(
+        f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: docs\nhooks: []\n"
+        "plugins: []\nnav: [index.md]\nnot_in_nav: ''\nexclude_docs: ''\n"
+    )
+    done = _mkdocs("build", "--strict", "-d", str(tmp_path / "site"), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "gone.md" in done.stderr
+    (docs / "index.md").write_text("# Home\n\n## Here\n\n[ok](#here) [bad anchor](#nowhere)\n")
+    done = _mkdocs("build", "--strict", "-d", str(tmp_path / "site"), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "nowhere" in done.stderr
+
+
+def test_an_unknown_cli_marker_is_an_error() -> None:
+    hooks = _hooks()
+    with pytest.raises(ValueError, match="no CLI reference for 'synxfer-nope'"):
+        hooks.expand_markers("# x\n\n<!-- cli-reference: synxfer-nope -->\n", "page.md")
+
+
+def test_links_to_files_left_out_of_the_site_become_repository_paths(tmp_path: Path) -> None:
+    hooks = _hooks()
+    (tmp_path / "b").mkdir()
+    report = tmp_path / "b" / "report.md"
+    report.write_text("# r\n")
+    page = tmp_path / "a.md"
+    text = "[the report](b/report.md#rows) and [kept](c.md)\n```\n[code](b/report.md)\n```\n"
+    out = hooks.unlink_excluded(text, page, tmp_path, {report.resolve()})
+    assert out == (
+        "the report (in the repository: `docs/b/report.md`) and [kept](c.md)\n"
+        "```\n[code](b/report.md)\n```\n"
+    )
