@@ -20,12 +20,13 @@ from typing import TypeVar
 
 from .._exceptions import SourceChangedError
 from ..backend import Checksum, ChecksumAlgorithm
-from ._os import OPEN_FLAGS, pread_into, preallocate, pwrite_from
+from ._os import OPEN_FLAGS, pread_into, preallocate, pwrite_from, set_xattr
 from .parts import checksum_of
 from .scheduler import hold
 
 __all__ = [
     "PREALLOCATE_MIN",
+    "TAG_XATTR",
     "TEMP_SUFFIX",
     "Buffer",
     "DestinationExists",
@@ -38,6 +39,7 @@ __all__ = [
     "read_whole_file",
     "source_changed",
     "temp_path_for",
+    "write_tag",
     "write_whole_file",
 ]
 
@@ -48,6 +50,8 @@ Buffer = bytes | bytearray | memoryview
 
 #: Suffix of in-progress download files; walks never list them as sources.
 TEMP_SUFFIX = ".synxfer-part"
+#: Extended attribute a download leaves on its file: ``<etag> <mtime_ns>``.
+TAG_XATTR = "user.synxfer.etag"
 
 
 def temp_path_for(dest: Path) -> Path:
@@ -393,6 +397,11 @@ def _finish(fd: int, mtime_ns: int | None, etag: str | None) -> None:
     if mtime_ns is not None:
         os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
     if etag:
-        from .localtree import write_tag
-
         write_tag(fd, etag, st.st_mtime_ns if mtime_ns is None else mtime_ns)
+
+
+def write_tag(fd: int, etag: str, mtime_ns: int) -> None:
+    """Record on an open file the object it was downloaded from (blocking;
+    best effort: without extended attributes, the next sync asks the server).
+    ``localtree.read_tag`` reads it back while the file keeps that mtime."""
+    set_xattr(fd, TAG_XATTR, f"{etag} {mtime_ns}".encode())

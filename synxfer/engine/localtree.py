@@ -9,17 +9,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .._exceptions import UnsafePathError
-from ._os import get_xattr, set_xattr
-from .localfile import TEMP_SUFFIX
+from ._os import get_xattr
+from .localfile import TAG_XATTR, TEMP_SUFFIX
 
-__all__ = ["LocalEntry", "WalkProblem", "read_tag", "safe_join", "walk", "write_tag"]
+__all__ = ["LocalEntry", "WalkProblem", "read_tag", "safe_join", "walk"]
 
 #: The longest file name most local filesystems accept, in bytes.
 _NAME_MAX = 255
-
-
-#: Extended attribute a download leaves on its file: ``<etag> <mtime_ns>``.
-TAG_XATTR = "user.synxfer.etag"
 
 
 class LocalEntry(NamedTuple):
@@ -37,7 +33,8 @@ class LocalEntry(NamedTuple):
 
 
 def read_tag(path: Path | str, mtime_ns: int) -> str | None:
-    """The ETag a download recorded on ``path``, if the file is untouched since.
+    """The ETag a download recorded on ``path`` (:func:`.localfile.write_tag`),
+    if the file is untouched since.
 
     None when there is no tag, the filesystem has no extended attributes, or
     the file's mtime is not the one the download set (it was modified).
@@ -47,11 +44,6 @@ def read_tag(path: Path | str, mtime_ns: int) -> str | None:
         return None
     etag, _, stamp = raw.decode("utf-8", "replace").rpartition(" ")
     return etag if etag and stamp == str(mtime_ns) else None
-
-
-def write_tag(fd: int, etag: str, mtime_ns: int) -> None:
-    """Record on an open file the object it was downloaded from (blocking; best effort)."""
-    set_xattr(fd, TAG_XATTR, f"{etag} {mtime_ns}".encode())  # none: the next sync asks
 
 
 class WalkProblem(NamedTuple):
