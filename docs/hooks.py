@@ -184,6 +184,22 @@ def on_files(files: Any, config: Any) -> Any:
     return files
 
 
+_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(~?)([^<]*)</code>")
+
+
+def strip_roles(html: str) -> str:
+    """Sphinx roles in docstrings (``:class:`~synxfer.X```), as the names they point at.
+
+    The docstrings are written for readers of the source and for Sphinx-style
+    tools; mkdocstrings renders the role's text literally.
+    """
+    return _ROLE.sub(lambda m: f"<code>{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}</code>", html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    return strip_roles(html)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     docs_dir = Path(config["docs_dir"]).resolve()
     src = Path(page.file.abs_src_path).resolve()

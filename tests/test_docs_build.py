@@ -120,3 +120,9 @@ def test_links_to_files_left_out_of_the_site_become_repository_paths(tmp_path: P
         "the report (in the repository: `docs/b/report.md`) and [kept](c.md)\n"
         "```\n[code](b/report.md)\n```\n"
     )
+
+
+def test_sphinx_roles_in_docstrings_read_as_names() -> None:
+    html = ":class:<code>~synxfer.ConfigError</code> and :func:<code>synxfer.parse_rate</code>"
+    expected = "<code>ConfigError</code> and <code>synxfer.parse_rate</code>"
+    assert _hooks().strip_roles(html) == expected
