@@ -77,8 +77,7 @@ from synxfer.backend import (
 )
 
 from ._hedge import Unreachable, race
-from ._settings import client_settings
-from .cluster import Cluster, find_cluster_file, load_cluster
+from ._options import read_options
 from .placement import PlacementContext
 from .protocol import (
     API,
@@ -162,10 +161,10 @@ class BlockStoreBackend(Backend):
     def __init__(self, bucket: str, options: BackendOptions | None = None) -> None:
         self.options = options or BackendOptions()
         self.bucket = bucket
-        extra = self.options.extra
-        self.cluster: Cluster = load_cluster(find_cluster_file(bucket, extra))
-        #: What this backend was configured with (see the class docstring).
-        self.settings = cfg = client_settings(bucket, self.cluster, extra)
+        #: The cluster, and what this backend was configured with (see the
+        #: class docstring and :mod:`._options`).
+        self.cluster, self.settings = read_options(bucket, self.options)
+        cfg = self.settings
         self.namespace, self.block_size, self.policy = cfg.namespace, cfg.block_size, cfg.policy
         self.read_choice, self.verify = cfg.read_choice, cfg.verify
         self.hedge, self.hedge_factor = cfg.hedge, cfg.hedge_factor

@@ -1,8 +1,10 @@
-"""The ``blocks://`` client's settings: the cluster file's, overridden by ``BackendOptions.extra``.
+"""The ``blocks://`` client's options: the cluster file's settings,
+overridden by ``BackendOptions.extra``, read once into :class:`ClientSettings`.
 
-Every option is described on :class:`~synxfer_blockstore.BlockStoreBackend`;
-a value that cannot be read raises :class:`~synxfer.ConfigError` naming the
-bucket or the option.
+The one module of this plugin that reads ``BackendOptions.extra``
+(:func:`read_options`). Every option is described on
+:class:`~synxfer_blockstore.BlockStoreBackend`; a value that cannot be read
+raises :class:`~synxfer.ConfigError` naming the bucket or the option.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from dataclasses import dataclass
 from typing import cast
 
 from synxfer import ConfigError
-from synxfer.backend import option_bool, option_float
+from synxfer.backend import BackendOptions, option_bool, option_float
 
-from .cluster import Cluster
+from .cluster import Cluster, find_cluster_file, load_cluster
 from .placement import Policy, get_policy
 from .protocol import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, check_bucket, parse_size
 from .rtt import ReadChoice
 
-__all__ = ["ClientSettings", "client_settings"]
+__all__ = ["ClientSettings", "client_settings", "read_options"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,14 @@ class ClientSettings:
     write_quorum: int
     read_exclude: frozenset[str]
     seed: str | None
+
+
+def read_options(bucket: str, options: BackendOptions) -> tuple[Cluster, ClientSettings]:
+    """The cluster of ``blocks://bucket`` (its file named by the ``cluster``
+    option or ``$SYNXFER_BLOCKS_CLUSTER``) and the settings it and the
+    options give."""
+    cluster = load_cluster(find_cluster_file(bucket, options.extra))
+    return cluster, client_settings(bucket, cluster, options.extra)
 
 
 def client_settings(bucket: str, cluster: Cluster, extra: Mapping[str, str]) -> ClientSettings:
