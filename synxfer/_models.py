@@ -302,8 +302,9 @@ class MultipartUpload:
     """A handle for an initiated multipart upload.
 
     ``checksum``: the checksum the upload was created to carry when a user
-    chose one (``WriteOptions.checksum_algorithm``), in the backend's words
-    (S3: ``"SHA256/COMPOSITE"``); None for the backend's own. The resume
+    chose one (``WriteOptions.checksum_algorithm``): that name, then the
+    backend's words after a ``/`` if any (S3: ``"SHA256/COMPOSITE"``,
+    ``"MD5"``); None for the backend's own. The resume
     journal records it, and a resumed upload's handle carries it again, so
     the backend completes the upload as it began and the engine resumes it
     only with the same choice.

@@ -765,7 +765,7 @@ class S3Backend(Backend):
         computes the part's CRC32C too (in a worker thread): completing the
         upload needs it.
         """
-        mine = self._chosen.get(upload.upload_id)
+        mine = chosen.of(self, upload)
         if mine is not None:
             md5, sums = await chosen.body(self, upload.key, data, checksum, mine.kind)
         else:
@@ -784,10 +784,11 @@ class S3Backend(Backend):
         )
         await self._check_stored(f"UploadPart {number}", upload.key, data, md5, sums, answer)
         self._note_sse_c(upload.key, answer.encryption)
-        if mine is not None:  # not journaled: such an upload is not resumed
-            if sums is not None:
-                mine.parts[number] = (sums[mine.kind], len(data))
-            return CompletedPart(number=number, etag=answer.etag, size=len(data))
+        if mine is not None:  # the chosen value, journaled (_chosen.complete_args)
+            value = sums[mine.kind] if sums is not None else None
+            if value is not None:
+                mine.parts[number] = (value, len(data))
+            return CompletedPart(number=number, etag=answer.etag, size=len(data), checksum=value)
         crc = sums.get("crc32c") if sums is not None else None
         if crc is not None:
             self._sums.add(upload.upload_id, number, crc)
@@ -804,12 +805,12 @@ class S3Backend(Backend):
         succeeded and its result is returned.
         """
         ordered = sorted(parts, key=lambda p: p.number)
-        if self._crc:
+        mine = chosen.of(self, upload)
+        if self._crc and mine is None:
             for p in ordered:  # resumed parts: their CRC32C as the journal kept it
                 if p.checksum and not self._sums.has(upload.upload_id, p.number):
                     self._sums.add(upload.upload_id, p.number, p.checksum)
         specs = self._sums.specs(upload.upload_id, [(p.number, p.etag) for p in ordered])
-        mine = self._chosen.get(upload.upload_id)
         extra: dict[str, str] = {}
         expected = None
         if mine is not None:
@@ -870,18 +871,27 @@ class S3Backend(Backend):
     async def list_parts(self, upload: MultipartUpload) -> list[CompletedPart]:
         """The parts the server holds, by number, each with its CRC32C when
         it is known: reported by the server (S3 does; stock moto, SeaweedFS
-        and Ceph RGW do not) or sent by this backend. The engine completes
+        and Ceph RGW do not) or sent by this backend. An upload made with a
+        chosen checksum lists each part's value of that one, only as the
+        server reports it (None where it does not): the engine checks it
+        against the file's bytes before keeping the part. The engine completes
         an upload from such parts only with the CRC32C the journal kept or
         that it computed again from the file (completing an upload declared
         with CRC32C needs every part's on SeaweedFS and S3).
         """
         parts: list[CompletedPart] = []
         marker = 0
+        mine = chosen.of(self, upload)
         while True:
             page = await self.wire.list_parts(
                 self.bucket, upload.key, upload.upload_id, marker=marker
             )
             for p in page.parts:
+                if mine is not None:  # a chosen checksum: only what the server lists
+                    parts.append(
+                        CompletedPart(p.number, p.etag, p.size, p.checksums.get(mine.kind))
+                    )
+                    continue
                 crc = p.checksums.get("crc32c")
                 if crc:
                     self._sums.add(upload.upload_id, p.number, crc)

@@ -68,9 +68,12 @@ __all__ = [
     "body",
     "complete_args",
     "create",
+    "from_spec",
     "kind_of",
     "note_copy",
     "note_put",
+    "of",
+    "spec",
     "stored_claim",
 ]
 
@@ -263,6 +266,37 @@ class ChosenUpload:
     parts: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
+def spec(upload: ChosenUpload) -> str:
+    """``MultipartUpload.checksum`` of ``upload``: ``SHA256/COMPOSITE``,
+    ``CRC64NVME/FULL_OBJECT``, ``MD5`` -- what the resume journal records."""
+    return label(upload.kind) + (f"/{upload.type}" if upload.type else "")
+
+
+def from_spec(words: str) -> ChosenUpload:
+    """The :class:`ChosenUpload` a :func:`spec` names, with no part known yet."""
+    name, _, ctype = words.partition("/")
+    if name not in KINDS or ctype not in ("", "FULL_OBJECT", "COMPOSITE"):
+        raise ConfigError(f"a resumed upload names an unknown checksum {words!r}")
+    kind = KINDS[name]
+    if ctype == "FULL_OBJECT" and _type_for(kind) != "FULL_OBJECT":
+        raise ConfigError(
+            f"the upload to resume carries FULL_OBJECT {name} checksums, which need "
+            "awscrt to complete: pip install 'synxfer[s3]'"
+        )
+    return ChosenUpload(kind, ctype or None)
+
+
+def of(backend: S3Backend, upload: MultipartUpload) -> ChosenUpload | None:
+    """The chosen checksum of ``upload``, or None for the backend's own: known
+    from its creation in this process, or rebuilt from its handle's
+    ``checksum`` (an upload resumed from the journal; its parts' values come
+    with the parts the completion lists, see :func:`complete_args`)."""
+    mine = backend._chosen.get(upload.upload_id)
+    if mine is None and upload.checksum:
+        mine = backend._chosen[upload.upload_id] = from_spec(upload.checksum)
+    return mine
+
+
 def _type_for(kind: str) -> str | None:
     """S3's rules: CRC64NVME is FULL_OBJECT only, SHA1/SHA256 COMPOSITE only;
     CRC32/CRC32C either -- FULL_OBJECT, the claim any reader can check
@@ -282,7 +316,11 @@ async def create(
     check_available(kind, backend)
     ctype = _type_for(kind)
     if kind == "md5":
-        return await backend._create(key, options, checksums=False), ChosenUpload(kind, None)
+        upload, mine = (
+            await backend._create(key, options, checksums=False),
+            ChosenUpload(kind, None),
+        )
+        return dataclasses.replace(upload, checksum=spec(mine)), mine
     try:
         upload = await backend._create(
             key, options, checksums=True, algorithm=kind, checksum_type=ctype
@@ -303,7 +341,8 @@ async def create(
         upload = await backend._create(
             key, options, checksums=True, algorithm=kind, checksum_type=ctype
         )
-    return upload, ChosenUpload(kind, ctype)
+    mine = ChosenUpload(kind, ctype)
+    return dataclasses.replace(upload, checksum=spec(mine)), mine
 
 
 def _whole(upload: ChosenUpload, numbers: Sequence[int]) -> tuple[str, str]:
@@ -327,7 +366,14 @@ async def complete_args(
 ) -> tuple[list[Any], dict[str, str], str | None]:
     """``(specs, headers, expected)`` of the CompleteMultipartUpload: each
     part with its chosen checksum, the whole object's CRC and the type for
-    FULL_OBJECT, and the claim the object should then carry (base64)."""
+    FULL_OBJECT, and the claim the object should then carry (base64).
+
+    A part sent by an earlier run (a resumed upload) brings its value in
+    ``CompletedPart.checksum``: the engine computed it from the file's bytes
+    now and checked it against what the server holds."""
+    for p in parts:
+        if p.number not in upload.parts and p.checksum:
+            upload.parts[p.number] = (p.checksum, p.size)
     numbers = [p.number for p in parts]
     if upload.type is None or not all(n in upload.parts for n in numbers):
         return [(p.number, p.etag) for p in parts], {}, None

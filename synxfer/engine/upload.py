@@ -22,13 +22,14 @@ import hashlib
 import logging
 import mimetypes
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from operator import attrgetter
 from pathlib import Path
 
 from .._exceptions import ConfigError, NotFound, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, WriteOptions
 from ..backend import Backend, Capabilities, Checksum, ChecksumAlgorithm
+from .checksums import CRC_KINDS, crc_value, new_hash, to_bytes
 from .compress import Codec, Encoder, Filled, codec_for
 from .core import Engine
 from .journal import UploadEntry
@@ -116,11 +117,8 @@ async def upload_path(
         dest = backend.url(key)
         # The service wants the file's MD5 before the upload starts (prehash.py).
         pre = await prehash_file(engine, f, size, part_size) if caps.needs_content_md5 else None
-        # An upload with a chosen checksum is never resumed: the journal does
-        # not record the algorithm, nor the parts' checksums of it that its
-        # completion needs; an earlier one is aborted and the file sent again.
-        fresh = base.checksum_algorithm is not None
-        upload, done = await _resume_upload(engine, backend, key, f, before, part_size, fresh)
+        chosen = base.checksum_algorithm
+        upload, done = await _resume_upload(engine, backend, key, f, before, part_size, chosen)
         if upload is None:
             # Orphans of a retried create are the retry layer's business.
             options = with_digests(upload_options(base, metadata, guessed), pre)
@@ -410,7 +408,7 @@ async def journal_new_upload(
     dest = backend.url(upload.key)
     try:
         await engine.journal.upload_start(
-            dest, str(path), ident, upload.upload_id, part_size, codec
+            dest, str(path), ident, upload.upload_id, part_size, codec, upload.checksum or ""
         )
     except BaseException:
         if not await abort_upload(backend, upload):
@@ -464,7 +462,7 @@ async def _resume_upload(
     f: LocalFile,
     ident: tuple[int, int, int, int],
     part_size: int,
-    fresh: bool = False,
+    chosen: str | None = None,
 ) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
     """An upload of ``f`` to ``key`` left by an earlier run, and the parts of
     it the server holds (ListParts) with the right bytes, to be kept.
@@ -476,14 +474,21 @@ async def _resume_upload(
     last write, say by kill -9). Servers that list no part checksums
     (stock moto, SeaweedFS, Ceph RGW) thus resume too; the checksum a
     completion needs comes from the journal or is computed with the MD5.
+
+    An upload made with the checksum ``chosen`` (the journal recorded it)
+    resumes only with the same choice, each part checked again
+    (:func:`_parts_matching_chosen`).
     """
     dest = backend.url(key)
     entry = await engine.journal.upload_get(dest)
     upload, on_server = await _earlier_upload(
-        engine, backend, key, entry, (str(f.path), ident, part_size, ""), fresh
+        engine, backend, key, entry, (str(f.path), ident, part_size, ""), False, chosen
     )
     if upload is None or entry is None:
         return None, {}
+    if chosen is not None and upload.checksum is not None:
+        parts = split(ident[2], part_size)
+        return upload, await _parts_matching_chosen(engine, f, dest, parts, on_server, chosen)
     done: dict[int, CompletedPart] = {}
     recheck: list[Part] = []
     for part in split(ident[2], part_size):
@@ -513,6 +518,7 @@ async def _earlier_upload(
     entry: UploadEntry | None,
     expected: tuple[str, Identity, int, str],
     fresh: bool,
+    chosen: str | None = None,
 ) -> tuple[MultipartUpload | None, dict[int, CompletedPart]]:
     """The journaled upload ``entry`` to continue, and the parts the server
     lists of it (with the journaled checksum where the listing has none);
@@ -521,8 +527,11 @@ async def _earlier_upload(
     ``expected`` is this run's (source path, identity, part size, codec): an
     entry for another file, another version of it (size, mtime or inode
     differ), another part size or another codec is stale, as is any entry
-    when ``fresh`` (an upload with a chosen checksum: the journal records
-    neither the algorithm nor the parts' values of it its completion needs).
+    when ``fresh``, or made with another checksum than ``chosen`` (this
+    run's ``checksum_algorithm``: the journal records the one an upload
+    was made with, :func:`_same_choice`). An upload made with a chosen
+    checksum gets the server's word for its parts' values only: the
+    journal's are what was sent, not what the server holds.
     A stale entry's upload is aborted and forgotten (an abort refused leaves
     the entry, which the new upload's replaces); one gone from the server
     is forgotten.
@@ -530,8 +539,9 @@ async def _earlier_upload(
     if entry is None:
         return None, {}
     dest = backend.url(key)
-    upload = MultipartUpload(key, entry.upload_id)
+    upload = MultipartUpload(key, entry.upload_id, entry.checksum or None)
     same = (entry.src, entry.identity, entry.part_size, entry.codec) == expected and not fresh
+    same = same and _same_choice(dest, entry.checksum, chosen)
     if same and backend.capabilities.list_parts:
         try:
             listed = await backend.list_parts(upload)
@@ -542,11 +552,110 @@ async def _earlier_upload(
         held: dict[int, CompletedPart] = {}
         for p in listed:
             _etag, _size, checksum = entry.parts.get(p.number, (None, None, None))
-            held[p.number] = _with_checksum(p, checksum)
+            held[p.number] = p if upload.checksum else _with_checksum(p, checksum)
         return upload, held
     if await abort_upload(backend, upload):
         await engine.journal.upload_done(dest)
     return None, {}
+
+
+def _algorithm(spec: str | None) -> str | None:
+    """The algorithm a ``MultipartUpload.checksum`` names (``SHA256/COMPOSITE``: SHA256)."""
+    return spec.partition("/")[0] or None if spec else None
+
+
+def _same_choice(dest: str, journaled: str, chosen: str | None) -> bool:
+    """Whether this run's ``--checksum-algorithm`` is the one the journaled
+    upload was made with; if not, the upload cannot be completed as this run
+    asks (its parts carry the other checksum, or none): say it starts over."""
+    was = _algorithm(journaled)
+    if was == chosen:
+        return True
+    log.warning(
+        "%s: the interrupted upload was made with --checksum-algorithm %s, this run "
+        "asks for %s: it is aborted and starts over",
+        dest,
+        was or "(none)",
+        chosen or "(none)",
+    )
+    return False
+
+
+def _chosen_value(kind: str, data: memoryview) -> str | None:
+    """The base64 checksum S3 names ``kind`` of ``data`` (None for ``md5``,
+    whose claim is the ETag). Blocking: an io thread's."""
+    if kind == "md5":
+        return None
+    if kind in CRC_KINDS:
+        raw = to_bytes(kind, crc_value(kind, data))
+    else:
+        h = new_hash(kind)
+        h.update(data)
+        raw = h.digest()
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _vouched(listed: CompletedPart, value: str | None, md5: str) -> str | None:
+    """What proves a listed part holds the bytes read now (``value``: their
+    chosen checksum, ``md5``: their MD5 in hex), or None: the part is sent
+    again. The checksum the server lists for it, where it lists one (S3);
+    else its ETag, where that is a plain MD5 (stock moto, SeaweedFS and
+    Ceph RGW list no part checksums)."""
+    if listed.checksum:
+        return "checksum" if listed.checksum == value else None
+    if etag_parts(listed.etag) == 0 and listed.etag.strip('"').lower() == md5:
+        return "md5"
+    return None
+
+
+async def _parts_matching_chosen(
+    engine: Engine,
+    f: LocalFile,
+    dest: str,
+    parts: Iterable[Part],
+    on_server: dict[int, CompletedPart],
+    chosen: str,
+) -> dict[int, CompletedPart]:
+    """The parts of an upload made with the checksum ``chosen`` to keep: each
+    the server holds is read again (through the scheduler: the budget
+    bounds it) and kept only if :func:`_vouched`; it carries the chosen
+    value of the bytes read, which its completion lists (the journal's
+    record is what was sent, not what the file holds now)."""
+    kind = chosen.lower()
+    kept: dict[int, CompletedPart] = {}
+    proofs: dict[str, int] = {"checksum": 0, "md5": 0}
+    held = [p for p in parts if p.number in on_server and on_server[p.number].size == p.length]
+
+    async def check(part: Part, lease: Lease) -> CompletedPart | None:
+        buf = lease.buffer()
+        n, md5 = await f.read_into(buf, part.offset, "md5")
+        if n != part.length or md5 is None:
+            return None
+        value = await engine.scheduler.io_holding(_chosen_value, kind, buf)
+        listed = on_server[part.number]
+        proof = _vouched(listed, value, base64.b64decode(md5.value).hex())
+        if proof is None:
+            return None
+        proofs[proof] += 1
+        return CompletedPart(part.number, listed.etag, listed.size, value)
+
+    async def keep(part: Part, result: CompletedPart | None) -> None:
+        if result is not None:
+            kept[part.number] = result
+
+    await engine.scheduler.map_parts(held, check, keep)
+    log.info(
+        "resuming %s (--checksum-algorithm %s): %d of the %d part(s) on the server kept "
+        "(%d by the %s it lists, %d by their MD5 ETag), the others sent again",
+        dest,
+        chosen,
+        len(kept),
+        len(on_server),
+        proofs["checksum"],
+        chosen,
+        proofs["md5"],
+    )
+    return kept
 
 
 def _with_checksum(part: CompletedPart, checksum: str | None) -> CompletedPart:
