@@ -10,10 +10,11 @@ would not show, or a marker for a program this hook does not know, is an
 error, which ``mkdocs build --strict`` turns into a failed build.
 
 Links into files the site leaves out (``exclude_docs``: the benchmark runs'
-reports, kept in the repository, too large to render on every build) are
-rewritten as the file's path in the repository, so a reader of the site is
-told where it is instead of following a link to nothing. A link to a file
-that does not exist is left alone: MkDocs reports it, and strict fails.
+reports, kept in the repository, too large to render on every build) or
+that live outside docs/ (a plugin's README, a script) are rewritten as the
+file's path in the repository, so a reader of the site is told where it is
+instead of following a link to nothing. A link to a file that does not
+exist is left alone: MkDocs reports it, and strict fails.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 log = logging.getLogger("mkdocs.hooks.synxfer")
 
@@ -148,7 +150,8 @@ def expand_markers(markdown: str, where: str) -> str:
 
 
 def unlink_excluded(markdown: str, page_path: Path, docs_dir: Path, excluded: set[Path]) -> str:
-    """Links to files the site leaves out, rewritten as their paths in the repository."""
+    """Links to files the site leaves out or does not hold (outside ``docs_dir``),
+    rewritten as their paths in the repository (``docs_dir``'s parent)."""
     lines, fenced = [], False
     for line in markdown.splitlines(keepends=True):
         if _FENCE.match(line):
@@ -159,10 +162,11 @@ def unlink_excluded(markdown: str, page_path: Path, docs_dir: Path, excluded: se
                 target = match.group(2)
                 if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
                     return match.group(0)
-                dest = (page_path.parent / target).resolve()
-                if dest not in excluded:
+                dest = (page_path.parent / unquote(target)).resolve()
+                outside = not dest.is_relative_to(docs_dir) and dest.exists()
+                if dest not in excluded and not outside:
                     return match.group(0)
-                repo_path = Path("docs") / dest.relative_to(docs_dir)
+                repo_path = dest.relative_to(docs_dir.parent)
                 return f"{match.group(1)} (in the repository: `{repo_path.as_posix()}`)"
 
             line = _LINK.sub(repl, line)

@@ -110,14 +110,20 @@ def test_an_unknown_cli_marker_is_an_error() -> None:
 
 def test_links_to_files_left_out_of_the_site_become_repository_paths(tmp_path: Path) -> None:
     hooks = _hooks()
-    (tmp_path / "b").mkdir()
-    report = tmp_path / "b" / "report.md"
+    docs = tmp_path / "docs"
+    (docs / "b").mkdir(parents=True)
+    report = docs / "b" / "report.md"
     report.write_text("# r\n")
-    page = tmp_path / "a.md"
-    text = "[the report](b/report.md#rows) and [kept](c.md)\n```\n[code](b/report.md)\n```\n"
-    out = hooks.unlink_excluded(text, page, tmp_path, {report.resolve()})
+    (tmp_path / "tool.py").write_text("")
+    page = docs / "a.md"
+    text = (
+        "[the report](b/report.md#rows), [kept](c.md), [tool](../tool.py), [gone](../gone.py)\n"
+        "```\n[code](b/report.md)\n```\n"
+    )
+    out = hooks.unlink_excluded(text, page, docs, {report.resolve()})
     assert out == (
-        "the report (in the repository: `docs/b/report.md`) and [kept](c.md)\n"
+        "the report (in the repository: `docs/b/report.md`), [kept](c.md), "
+        "tool (in the repository: `tool.py`), [gone](../gone.py)\n"
         "```\n[code](b/report.md)\n```\n"
     )
 
