@@ -105,3 +105,66 @@ def test_the_checker_sees_a_broken_file_and_a_broken_anchor(tmp_path: Path) -> N
 @pytest.mark.parametrize("page", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page: Path) -> None:
     assert broken_links(page) == []
+
+
+# -- docs/architecture.md's module table ------------------------------------------------
+
+#: The packages whose every module the table names: the library and its plugins.
+MODULE_ROOTS = ("synxfer", "plugins")
+_TICKED = re.compile(r"`([^`]+)`")
+
+
+def modules_on_disk(root: Path) -> set[str]:
+    """Every module under ``MODULE_ROOTS``, repo-relative (``__init__.py`` as ``pkg/``)."""
+    found = set()
+    for top in MODULE_ROOTS:
+        for path in (root / top).rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(root).as_posix()
+            found.add(rel.removesuffix("__init__.py"))
+    return found
+
+
+def modules_in_table(page: Path) -> set[str]:
+    """The paths in the first column of the tables under the page's ``## Modules``."""
+    listed: set[str] = set()
+    inside = False
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines() if page.exists() else []:
+        if _FENCE.match(line):
+            fenced = not fenced
+        if fenced:
+            continue
+        if line.startswith("## "):
+            inside = line.strip() == "## Modules"
+            continue
+        if inside and line.startswith("|") and not re.match(r"^\|\s*-", line):
+            first = line.split("|")[1]
+            listed.update(t for t in _TICKED.findall(first) if "/" in t)
+    return listed
+
+
+def test_the_table_check_sees_a_missing_and_a_stale_module(tmp_path: Path) -> None:
+    (tmp_path / "synxfer" / "engine").mkdir(parents=True)
+    (tmp_path / "plugins").mkdir()
+    for name in ("__init__.py", "engine/__init__.py", "engine/new.py"):
+        (tmp_path / "synxfer" / name).write_text("")
+    page = tmp_path / "arch.md"
+    page.write_text(
+        "## Modules\n\n| module | role |\n| --- | --- |\n| `synxfer/` | face |\n"
+        "| `synxfer/engine/`, `synxfer/engine/gone.py` | engine |\n\n## Next\n\n| `x/y.py` | |\n"
+    )
+    on_disk, listed = modules_on_disk(tmp_path), modules_in_table(page)
+    assert on_disk - listed == {"synxfer/engine/new.py"}
+    assert listed - on_disk == {"synxfer/engine/gone.py"}
+
+
+def test_the_architecture_module_table_names_every_module() -> None:
+    """docs/architecture.md's module table names every module of the library and
+    its plugins, and no module that is gone: a module added or moved fails this
+    until the picture is redrawn."""
+    on_disk = modules_on_disk(ROOT)
+    listed = modules_in_table(ROOT / "docs" / "architecture.md")
+    assert sorted(on_disk - listed) == [], "modules missing from docs/architecture.md"
+    assert sorted(listed - on_disk) == [], "docs/architecture.md names modules that are gone"
