@@ -96,8 +96,16 @@ def bench_reference() -> str:
     return _section("synxfer-bench", parser, list(_subcommands(parser)))
 
 
+def blockd_reference() -> str:
+    """``synxfer-blockd``'s help: one site of the block store (``synxfer[blockstore]``)."""
+    from synxfer_blockstore.server import build_parser
+
+    return _section("synxfer-blockd", build_parser(), [])
+
+
 PROGRAMS: dict[str, Callable[[], str]] = {
     "synxfer": synxfer_reference,
+    "synxfer-blockd": blockd_reference,
     "synxfer-bench": bench_reference,
 }
 

@@ -70,6 +70,7 @@ def test_the_cli_reference_shows_every_command(site: Path) -> None:
     page = (site / "guide" / "cli-reference.html").read_text(encoding="utf-8")
     for name in COMMANDS:
         assert f"usage: synxfer {name} " in page, f"synxfer {name}'s help is not in the reference"
+    assert "usage: synxfer-blockd" in page
     assert "usage: synxfer-bench" in page
 
 
