@@ -13,8 +13,8 @@ The driver (this module, in the caller's process) plans once: it lists and
 compares as a one-engine sync would, keeps the deletions for itself, and
 splits the transfers into shards balanced by bytes and files
 (:mod:`._shards`). Each shard runs in its own engine -- its own process or
-Dask task, event loop and client (built by the factory the driver's client
-passed in :class:`ClientSettings`), with its share of the machine's limits
+Dask task, event loop, engine and backends (built from the driver's
+:class:`ClientSettings`, as its client built its own), with its share of the machine's limits
 -- as an explicit list of items planned again by the sync rules
 (:mod:`synxfer.engine.items`), so a shard run twice transfers only what has
 not landed. Results merge into one :class:`~synxfer.TransferResult`; deletions
@@ -28,6 +28,7 @@ import pickle
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from .._backends import Backends
 from .._exceptions import ConfigError
 from .._models import Action, Event, EventKind, TransferResult, WriteOptions
 from ..engine import tree
@@ -69,19 +70,18 @@ FileSpec = Iterable[str | tuple[str, str] | Item]
 
 async def run_tree(
     host: TreeHost,
-    settings: ClientSettings,
+    backends: Backends,
     dask: object | None,
     src: str,
     dst: str,
     args: PlanArgs,
     dryrun: bool,
     files: FileSpec | None,
-    *,
     write_options: WriteOptions | None = None,
 ) -> TransferResult:
     """A sync or recursive copy of ``src`` to ``dst`` for the client that
-    passed its ``host`` (engine, backends) and ``settings`` (how a shard
-    builds its own client).
+    passed its ``host`` (engine, backends) and ``backends`` (whose settings
+    a shard builds its own from).
 
     With ``files``, only those (names relative to both roots). With
     ``config.processes > 1`` or a ``dask`` target, planned here and run in
@@ -102,6 +102,15 @@ async def run_tree(
         if items is not None:
             return await run_items(engine, op, items, dryrun=dryrun, write_options=write_options)
         return await tree.run_tree(engine, op, args, dryrun=dryrun, write_options=write_options)
+    settings = ClientSettings(
+        endpoint_url=backends.options.endpoint_url,
+        region=backends.options.region,
+        profile=backends.options.profile,
+        endpoints=dict(backends.endpoints),
+        backend_options={k: dict(v) for k, v in backends.extra.items()},
+        follow_symlinks=host.follow_symlinks,
+        layers=backends.layers,
+    )
     runner = await open_runner(engine.config.processes, dask)  # a bad Dask target fails here
     try:
         return await _drive(host, settings, runner, kind, src, dst, args, items, write_options)

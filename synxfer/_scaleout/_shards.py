@@ -2,13 +2,14 @@
 
 A :class:`ShardSpec` is everything one engine needs, as plain values that
 pickle: the operation (source and destination as paths or URLs), the items,
-the engine's share of the limits and how to build its client (a factory the
-driver's client passes by name: scale-out never imports it). It carries no
+the engine's share of the limits and how the driver's client opened its
+backends (:class:`ClientSettings`; scale-out never imports the client). It carries no
 credential: a worker resolves those from its own environment when its
 client opens a backend, exactly as the driver did.
 
 :func:`run_shard` is what a worker runs (in a pool process or a Dask
-worker): a fresh event loop, a fresh client, the shard's items through
+worker): a fresh event loop, a fresh engine and :class:`synxfer._backends.Backends`
+built as the driver's client built its own, the shard's items through
 :func:`synxfer.engine.tree.run_items` (so they are compared again, and a
 re-run transfers only what has not landed), events sent back in batches.
 """
@@ -22,15 +23,16 @@ import heapq
 import signal
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._backends import Backends
 from .._config import TransferConfig
 from .._models import Action, Event, EventKind, FileFailure, TransferResult
 from ..engine.compare import Compare
+from ..engine.core import Engine
 from ..engine.items import Item
 from ..engine.journal import default_state_dir
 from ..engine.tree import TreeHost, open_op, run_items
@@ -48,6 +50,7 @@ __all__ = [
     "read_pins",
     "run_shard",
     "shard_failed",
+    "shard_host",
     "split",
 ]
 
@@ -60,12 +63,6 @@ STOP_POLL = 0.5
 
 Send = Callable[[list["PackedEvent"]], object]
 Stopped = Callable[[], bool]
-#: Builds a shard's client from its config, the driver's settings and an
-#: event callback; gives the client's engine and backends while it is open.
-HostFactory = Callable[
-    [TransferConfig, "ClientSettings", Callable[[Event], None] | None],
-    AbstractAsyncContextManager[TreeHost],
-]
 
 
 class Runner(Protocol):
@@ -89,13 +86,11 @@ class DeliverEvents(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
-    """How the driver's client was built, minus anything secret (none is here:
-    credentials are found by each backend in its process's environment).
+    """How the driver's client opens backends, minus anything secret (none is
+    here: credentials are found by each backend in its process's environment;
+    SSE-C keys are refused before a run is scaled out). ``layers`` travel to
+    workers by module and name."""
 
-    ``factory`` builds a shard's client from these; it travels to workers by
-    its module and name (a module-level function), like ``layers``."""
-
-    factory: HostFactory
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
@@ -360,6 +355,33 @@ def _stop_on_sigterm(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -
 _sigterm_ignored = False
 
 
+@contextlib.asynccontextmanager
+async def shard_host(
+    config: TransferConfig,
+    settings: ClientSettings,
+    on_event: Callable[[Event], None] | None,
+) -> AsyncIterator[TreeHost]:
+    """One shard's engine and backends, built as the driver's client built its own."""
+    engine = Engine(config, on_event)
+    backends = Backends(
+        config,
+        engine,
+        endpoint_url=settings.endpoint_url,
+        region=settings.region,
+        profile=settings.profile,
+        layers=settings.layers,
+        endpoints=settings.endpoints,
+        backend_options=settings.backend_options,
+    )
+    try:
+        yield TreeHost(engine, backends, settings.follow_symlinks)
+    finally:
+        try:
+            await backends.aclose()
+        finally:
+            engine.close()
+
+
 async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None) -> TransferResult:
 
     task = asyncio.current_task()
@@ -369,7 +391,7 @@ async def _run_shard(spec: ShardSpec, send: Send | None, stopped: Stopped | None
     forward = _Forwarder(spec.event_kinds, send) if send is not None and spec.event_kinds else None
     config = replace(spec.config, state_dir=str(spec.journal_dir()))
     watch: asyncio.Task[None] | None = None
-    async with spec.settings.factory(config, spec.settings, forward) as host:
+    async with shard_host(config, spec.settings, forward) as host:
         if forward is not None:
             forward.start()
         if stopped is not None and task is not None:

@@ -10,15 +10,19 @@ reads the other's internals. The refusals a tree operation makes before
 anything moves (a missing source directory, two local paths) live here too,
 so a one-engine run and a scaled-out one refuse alike.
 
-Whoever runs a tree operation hands its engine and its way of opening a
-backend in a :class:`TreeHost`: the engine never imports the client.
+Whoever runs a tree operation hands its engine and its backends (a
+:class:`BackendSource`: the client's, or a shard's, ``synxfer._backends``)
+in a :class:`TreeHost`: the engine never imports the client. What each
+client method does with a tree (options, wildcards, the scale-out decision,
+moves, deletions) is :mod:`.ops`'s, on top of this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .._exceptions import ConfigError
 from .._models import Action, TransferResult, WriteOptions
@@ -32,6 +36,7 @@ from .plan import PlanArgs, plan_copy, plan_download, plan_upload
 from .upload import abort_abandoned_uploads
 
 __all__ = [
+    "BackendSource",
     "Item",
     "Side",
     "TreeHost",
@@ -47,20 +52,31 @@ __all__ = [
     "tree_kind",
 ]
 
-#: Opens the (layered) backend serving a URL: ``(backend, key)``.
-Opener = Callable[[str], Awaitable[tuple[Backend, str]]]
+
+class BackendSource(Protocol):
+    """Opens the (layered) backends of a tree operation's remote sides."""
+
+    async def open(self, loc: Location) -> Backend:
+        """The backend serving ``loc``'s bucket, opened."""
+        ...
+
+    async def writable(self, loc: Location, write_options: WriteOptions | None) -> Backend:
+        """The backend of ``loc``, refusing ``write_options`` it cannot honour."""
+        ...
+
+    def check_endpoints(self, *locations: Location) -> None:
+        """Refuse one ``endpoint_url`` for two services."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class TreeHost:
-    """What a tree operation takes from whoever runs it (a client, a shard's
-    client): its engine, how it opens a backend, whether local sources follow
-    symlinks, and how it refuses an ambiguous pair of endpoints."""
+    """What a tree operation takes from whoever runs it (a client, a shard):
+    its engine, its backends, and whether local sources follow symlinks."""
 
     engine: Engine
-    open: Opener
+    backends: BackendSource
     follow_symlinks: bool = False
-    check_endpoints: Callable[[Location, Location], None] | None = None
 
 
 # --------------------------------------------------------------------------- refusals
@@ -104,8 +120,7 @@ def tree_kind(host: TreeHost, src: str, dst: str) -> Action:
         dest_dir(d.path)
         return Action.DOWNLOAD
     if not s.is_local and not d.is_local:
-        if host.check_endpoints is not None:
-            host.check_endpoints(s, d)  # endpoint_url is ambiguous between two services
+        host.backends.check_endpoints(s, d)  # endpoint_url is ambiguous between two services
         return Action.COPY
     raise local_remote_error(s, d)
 
@@ -128,8 +143,7 @@ async def open_op(
         if local:
             assert loc.path is not None, value
             return Side(root=loc.path)
-        backend, key = await host.open(value)
-        return Side(backend=backend, prefix=as_prefix(key))
+        return Side(backend=await host.backends.open(loc), prefix=as_prefix(loc.key))
 
     return TreeOp(
         kind,
