@@ -41,7 +41,7 @@ from synxfer import (
 )
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend, load_settings
-from synxfer_synapse._config import PRODUCTION_ENDPOINTS
+from synxfer_synapse._options import PRODUCTION_ENDPOINTS
 from synxfer_synapse._rest import SynapseRest
 
 TOKEN = "syn-pat-SECRET-7f3a9c"  # distinctive: grepped for in every output

@@ -2,14 +2,14 @@
 through Synapse's REST API and pre-signed URLs.
 
 See :mod:`synxfer_synapse._backend` for what maps to what,
-:mod:`synxfer_synapse._config` for the token, endpoints and threads (read as
+:mod:`synxfer_synapse._options` for the token, endpoints and threads (read as
 synapseclient reads them), :mod:`synxfer_synapse._rest` for the REST calls
 and their errors, and docs/synapse.md. Install with
 ``pip install 'synxfer[synapse]'``.
 """
 
 from ._backend import MIN_PART_SIZE, SynapseBackend, SynapseVendor
-from ._config import PRODUCTION_ENDPOINTS, SynapseSettings, load_settings
+from ._options import PRODUCTION_ENDPOINTS, SynapseSettings, load_settings
 
 __all__ = [
     "MIN_PART_SIZE",

@@ -38,7 +38,7 @@ A read asks ``POST /fileHandle/batch`` for the handle's pre-signed URL
 
 Options (``--backend-option syn.NAME=VALUE``): ``repo_endpoint``,
 ``auth_endpoint``, ``file_endpoint``, ``profile``, ``config_file`` (see
-:mod:`synxfer_synapse._config`), ``list_concurrency`` (entity reads in
+:mod:`synxfer_synapse._options`), ``list_concurrency`` (entity reads in
 flight within one listing page, default 8).
 """
 
@@ -82,11 +82,10 @@ from synxfer.backend import (
     UrlVendor,
     VendedUpload,
     bounded_map,
-    option_int,
 )
 
-from ._config import SynapseSettings, load_settings, no_token
 from ._entities import Remote, Tree, entity_kind
+from ._options import SynapseSettings, load_settings, no_token
 from ._rest import SynapseRest
 
 __all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
@@ -405,9 +404,7 @@ class SynapseBackend(UrlBackend):
         self.tree = Tree(self.rest, self.bucket, self.url)
         self.syn = SynapseVendor(self)
         self.vendor = self.syn
-        self.list_concurrency = option_int(
-            options.extra, "list_concurrency", 8, scheme="syn", low=1, high=64
-        )
+        self.list_concurrency = self.settings.list_concurrency
 
     @classmethod
     def transfer_defaults(cls, options: BackendOptions) -> Mapping[str, int]:

@@ -38,7 +38,7 @@ from urllib.parse import urlencode, urlsplit
 from synxfer import BackendError, NoCredentials, NotFound, PermissionDenied, TransientError
 from synxfer.backend import HttpClient
 
-from ._config import TOKEN_HINT, SynapseSettings
+from ._options import TOKEN_HINT, SynapseSettings
 
 __all__ = ["MAX_RETRY_AFTER", "Conflict", "SynapseRest", "retry_after_seconds"]
 

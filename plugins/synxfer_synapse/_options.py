@@ -1,4 +1,8 @@
-"""Where the syn:// backend finds its token, endpoints and thread count: as synapseclient does.
+"""The syn:// backend's options: its token, endpoints and thread count found
+as synapseclient finds them, and its own backend options.
+
+The one module of this plugin that reads ``BackendOptions.extra``
+(:func:`load_settings`).
 
 One ``~/.synapseConfig`` serves both clients. synapseclient 4.14 reads it
 with a :class:`configparser.RawConfigParser` (option names are
@@ -22,6 +26,8 @@ case-insensitive) and this module follows it step by step:
 * **Threads** (``get_transfer_config``): ``[transfer] max_threads``.
 * **The file** is ``~/.synapseConfig`` (synapseclient's ``configPath``
   default); the backend option ``config_file`` names another.
+* **Listing** (synxfer's own): ``list_concurrency`` (1..64, default 8),
+  entity reads in flight within one listing page.
 
 The token lives in :class:`SynapseSettings`, whose ``repr`` never shows it.
 """
@@ -36,7 +42,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from synxfer import ConfigError, NoCredentials
-from synxfer.backend import BackendOptions
+from synxfer.backend import BackendOptions, option_int
 
 __all__ = [
     "CONFIG_FILE",
@@ -84,6 +90,8 @@ class SynapseSettings:
     config_file: str = CONFIG_FILE
     #: ``[transfer] max_threads`` of the config file, None when not set.
     max_threads: int | None = None
+    #: ``list_concurrency``: entity reads in flight within one listing page.
+    list_concurrency: int = 8
 
 
 def _config_path(extra: Mapping[str, str]) -> Path:
@@ -182,6 +190,7 @@ def load_settings(options: BackendOptions, env: Mapping[str, str] | None = None)
         profile=profile,
         config_file=where,
         max_threads=read_max_threads(parser, path),
+        list_concurrency=option_int(extra, "list_concurrency", 8, scheme="syn", low=1, high=64),
     )
 
 
