@@ -10,10 +10,18 @@
   private modules (``synxfer_s3._credentials``);
 * ``synxfer`` never imports ``benchmarks/`` or a plugin (plugins are found
   through entry points);
-* tree operations have one home (``synxfer.engine.tree``): scale-out never
-  imports the client or the CLI (the client calls it, never the reverse), the
-  engine never imports scale-out, and no ``synxfer`` module imports a private
-  name (``_dest_dir``) from a module of another package.
+* tree operations have one home (``synxfer.engine.tree`` and
+  ``synxfer.engine.ops``): scale-out never imports the client or the CLI (the
+  client calls it, never the reverse), the engine never imports scale-out,
+  and no ``synxfer`` module imports a private name (``_dest_dir``) from a
+  module of another package;
+* the client is a thin face: it plans nothing (no planner, job, filter,
+  comparison or ``Run`` of the engine) and wraps no layer; backends are
+  opened and layered by ``synxfer._backends``, below the client (it imports
+  neither the client, the CLI nor scale-out), which the engine never imports;
+* no import circle passes through a module of tree operations (the client,
+  ``_backends``, scale-out, the engine's tree, ops, items and plan).
+  ``python tests/test_layering.py`` prints every circle in ``synxfer``.
 
 Every ``import`` statement counts, including those inside functions and
 ``TYPE_CHECKING`` blocks: a lazy import is still a dependency.
@@ -97,6 +105,20 @@ def _private_across(module: str, imported: str) -> bool:
     return _package(owner) != _package(module)
 
 
+#: What a thin client has no use for: planners, jobs, filters, comparisons,
+#: a ``Run`` to execute jobs in (:mod:`synxfer.engine.ops` does all of it),
+#: and the layers (``synxfer._backends`` builds every backend stack).
+CLIENT_NEVER_IMPORTS = (
+    "synxfer.engine.plan",
+    "synxfer.engine.items",
+    "synxfer.engine.jobs",
+    "synxfer.engine.filters",
+    "synxfer.engine.compare",
+    "synxfer.engine.core.Run",
+    "synxfer.layers",
+)
+
+
 def violations(module: str, imported: str) -> list[str]:
     """Why importing ``imported`` from ``module`` breaks a rule (empty if it does not)."""
     out: list[str] = []
@@ -114,6 +136,7 @@ def violations(module: str, imported: str) -> list[str]:
             "synxfer.cli",
             "synxfer.testing",
             "synxfer._scaleout",
+            "synxfer._backends",
         ):
             if _under(imported, above):
                 out.append(f"the engine imports {above}")
@@ -131,6 +154,14 @@ def violations(module: str, imported: str) -> list[str]:
         for above in ("synxfer.client", "synxfer.cli"):
             if _under(imported, above):
                 out.append(f"scale-out imports {above} (the client calls scale-out, not back)")
+    if _under(module, "synxfer._backends"):
+        for above in ("synxfer.client", "synxfer.cli", "synxfer._scaleout"):
+            if _under(imported, above):
+                out.append(f"_backends imports {above} (it is below the client and scale-out)")
+    if module == "synxfer.client":
+        for planning in CLIENT_NEVER_IMPORTS:
+            if _under(imported, planning):
+                out.append(f"the client imports {planning} (tree operations are the engine's)")
     if (
         _under(module, "synxfer")
         and _under(imported, "synxfer")
@@ -228,6 +259,13 @@ def test_there_is_code_to_check() -> None:
         ("synxfer._scaleout", True, "from ..cli.main import run", "scale-out imports"),
         ("synxfer.engine.tree", False, "from .._scaleout import run_tree", "the engine imports"),
         ("synxfer._scaleout", True, "from ..client import _dest_dir", "a private name"),
+        ("synxfer.client", False, "from .engine.plan import plan_upload", "the client imports"),
+        ("synxfer.client", False, "from .engine.core import Engine, Run", "the client imports"),
+        ("synxfer.client", False, "from .engine import jobs", "the client imports"),
+        ("synxfer.client", False, "from .layers import RetryLayer", "the client imports"),
+        ("synxfer.engine.ops", False, "from .._backends import Backends", "the engine imports"),
+        ("synxfer._backends", False, "from .client import Client", "_backends imports"),
+        ("synxfer._backends", False, "from ._scaleout import run_tree", "_backends imports"),
         ("synxfer.cli.main", False, "from ..engine.plan import _rel", "a private name"),
     ],
 )
@@ -249,8 +287,11 @@ def test_a_violation_is_caught(module: str, is_package: bool, source: str, expec
         ("synxfer_scp", "from synxfer_s3 import S3Backend, profile_region"),
         ("synxfer_s3._backend", "from ._credentials import profile_region"),
         ("synxfer.engine.upload", "from ..backend import Backend"),
-        ("synxfer.client", "from .layers import RetryLayer"),
+        ("synxfer.client", "from .engine.ops import TreeOps"),
+        ("synxfer.client", "from .engine.core import Engine"),
         ("synxfer.client", "from ._scaleout import run_tree"),
+        ("synxfer._backends", "from .layers import RetryLayer"),
+        ("synxfer._scaleout._shards", "from .._backends import Backends"),
         ("synxfer.backend._tls", "from ._protocol import _DONE"),
         ("synxfer.engine.compress", "from .download import _mtime_ns"),
         ("synxfer.cli._parser", "from . import _commands"),
@@ -286,3 +327,84 @@ def test_tree_helpers_live_in_one_place() -> None:
             if name.lstrip("_").lower().startswith(stem):
                 homes[stem].append(f"{module}.{name}")
     assert {stem: found for stem, found in homes.items() if len(found) > 1} == {}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each ``synxfer`` module and the ``synxfer`` modules it imports (every
+    import, lazy ones too; a module's own parent packages do not count)."""
+    paths = {module: path for path, module in _sources() if _under(module, "synxfer")}
+    graph: dict[str, set[str]] = {module: set() for module in paths}
+    for module, path in paths.items():
+        for _, imported in imports_of(path.read_text(), module, path.name == "__init__.py"):
+            while imported and imported not in paths:  # a name: its module
+                imported = imported.rpartition(".")[0]
+            if imported and imported != module and not module.startswith(imported + "."):
+                graph[module].add(imported)
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+TREE_MODULES = (
+    "synxfer.client",
+    "synxfer._backends",
+    "synxfer._scaleout",
+    "synxfer.engine.tree",
+    "synxfer.engine.ops",
+    "synxfer.engine.items",
+    "synxfer.engine.plan",
+)
+
+
+def test_no_import_circle_through_tree_operations() -> None:
+    """client -> ops -> tree -> plan and client -> scale-out -> _backends ->
+    engine go one way: a circle through them is a module reading another's
+    internals back (as client and scale-out once did)."""
+    through = [
+        circle
+        for circle in import_circles(import_graph())
+        if any(_under(module, tree) for module in circle for tree in TREE_MODULES)
+    ]
+    assert through == []
+
+
+def test_a_circle_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_circles(graph) == [["a", "b", "c"]]
+
+
+if __name__ == "__main__":
+    found = import_circles(import_graph())
+    for circle in found:
+        print(len(circle), " ".join(circle))
+    print(f"{len(found)} import circles in synxfer")
