@@ -8,6 +8,12 @@ file that fails is recorded in the :class:`~synxfer.TransferResult` and the
 rest go on.
 
 A client belongs to the event loop it is first used on.
+
+This module is the user's face only: each transfer method translates its
+arguments and calls :class:`synxfer.engine.ops.TreeOps`, which plans and
+runs it; backends are opened and layered by :class:`synxfer._backends.Backends`,
+which a scale-out shard builds the same way without a client
+(docs/decisions/0040-one-home-for-tree-operations.md).
 """
 
 from __future__ import annotations
