@@ -11,7 +11,7 @@ the object's metadata:
 
 This module is the codec and nothing else: it knows the metadata, turns a
 file into its stored stream one part at a time (:class:`Encoder`) and the
-stored stream back into the file (:class:`Decoder`, :func:`decode_file`).
+stored stream back into the file (:class:`Decoder`).
 It never talks to a backend, a journal or the scheduler: the ordinary
 upload and download paths (:mod:`.upload`, :mod:`.download`) carry the
 codec as a stage (read -> encode -> checksum -> send; fetch -> verify ->
@@ -22,7 +22,8 @@ The stored stream is cut into parts by size as it is produced -- every part
 but the last is exactly the part size, as S3 requires -- not compressed per
 raw part, so encoding is sequential within a file. Decoding is sequential
 too: a download fetches and verifies the stored bytes like any object's
-(ranged, journaled, resumable), then decodes them in one worker-thread pass.
+(ranged, journaled, resumable), then decodes them in order, in the worker
+threads.
 
 ``zstandard`` is the ``zstd`` extra (``pip install 'synxfer[zstd]'``).
 """
@@ -38,7 +39,7 @@ from typing import Any, Protocol
 from .._exceptions import ConfigError, IntegrityError
 from .._models import ObjectInfo
 from ..backend import Checksum, ChecksumAlgorithm
-from ._os import pread, pread_into, pwrite_from
+from ._os import pread, pwrite_from
 from .parts import checksum_of
 
 __all__ = [
@@ -53,7 +54,6 @@ __all__ = [
     "Undecodable",
     "ZstdCodec",
     "codec_for",
-    "decode_file",
     "decoding_of",
     "is_compressed",
     "original_size",
@@ -351,22 +351,3 @@ def decoding_of(info: ObjectInfo, url: str) -> tuple[Codec, int] | None:
     what = f"{url} is stored zstd-compressed: downloading it"
     require_zstd(what)
     return ZstdCodec(what=what), int(value)
-
-
-def decode_file(
-    codec: Codec, src: int, size: int, out: int, limit: int, url: str, buf: memoryview
-) -> None:
-    """Decode the ``size`` stored bytes of the open file ``src`` into ``out``
-    (from offset 0), reading ``len(buf)`` bytes at a time into ``buf``;
-    :class:`Undecodable` unless they decode whole to ``limit`` bytes.
-    Blocking: a worker thread."""
-    decoder = codec.decoder(out, limit, url)
-    offset = 0
-    while offset < size:
-        view = buf[: min(len(buf), size - offset)]
-        n = pread_into(src, view, offset)
-        if n == 0:
-            raise Undecodable(IntegrityError(f"{url}: the downloaded bytes shrank on disk"))
-        decoder.feed(view[:n])
-        offset += n
-    decoder.finish()
