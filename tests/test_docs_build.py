@@ -133,3 +133,14 @@ def test_sphinx_roles_in_docstrings_read_as_names() -> None:
     html = ":class:<code>~synxfer.ConfigError</code> and :func:<code>synxfer.parse_rate</code>"
     expected = "<code>ConfigError</code> and <code>synxfer.parse_rate</code>"
     assert _hooks().strip_roles(html) == expected
+
+
+def test_troubleshooting_names_every_exception_users_can_catch() -> None:
+    """A new exception in synxfer's face gets its entry in the troubleshooting page."""
+    import synxfer
+
+    page = (ROOT / "docs" / "guide" / "troubleshooting.md").read_text(encoding="utf-8")
+    public = [getattr(synxfer, name) for name in synxfer.__all__]
+    errors = [e.__name__ for e in public if isinstance(e, type) and issubclass(e, Exception)]
+    assert len(errors) > 10
+    assert [name for name in errors if f"`{name}`" not in page] == []
