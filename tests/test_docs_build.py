@@ -144,3 +144,14 @@ def test_troubleshooting_names_every_exception_users_can_catch() -> None:
     errors = [e.__name__ for e in public if isinstance(e, type) and issubclass(e, Exception)]
     assert len(errors) > 10
     assert [name for name in errors if f"`{name}`" not in page] == []
+
+
+def test_every_bundled_scheme_has_a_backend_page() -> None:
+    from synxfer.backend._registry import FIRST_PARTY
+
+    titles = [
+        page.read_text(encoding="utf-8").splitlines()[0]
+        for page in (ROOT / "docs" / "guide" / "backends").glob("*.md")
+    ]
+    assert len(FIRST_PARTY) >= 8
+    assert [s for s in FIRST_PARTY if not any(f"`{s}://`" in t for t in titles)] == []
