@@ -155,3 +155,15 @@ def test_every_bundled_scheme_has_a_backend_page() -> None:
     ]
     assert len(FIRST_PARTY) >= 8
     assert [s for s in FIRST_PARTY if not any(f"`{s}://`" in t for t in titles)] == []
+
+
+def test_the_configuration_page_lists_every_transfer_config_field() -> None:
+    import dataclasses
+
+    import synxfer
+
+    page = (ROOT / "docs" / "guide" / "configuration.md").read_text(encoding="utf-8")
+    rows = [line.split("|")[1] for line in page.splitlines() if line.startswith("| `")]
+    listed = {name for cell in rows for name in re.findall(r"`(\w+)`", cell)}
+    fields = {f.name for f in dataclasses.fields(synxfer.TransferConfig)}
+    assert sorted(fields - listed) == []
