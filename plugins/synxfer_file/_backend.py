@@ -41,13 +41,12 @@ from synxfer.backend import (
     Capabilities,
     Checksum,
     Payload,
-    option_bool,
-    option_int,
     to_thread_holding,
 )
 
 from . import _layout as layout
 from ._errors import mapped_os_errors
+from ._options import FileOptions
 
 __all__ = ["FileBackend"]
 
@@ -81,9 +80,8 @@ class FileBackend(Backend):
         self.options = options or BackendOptions()
         self.root = os.path.abspath(bucket)
         self.bucket = self.root
-        extra = self.options.extra
-        self._fsync = option_bool(extra, "fsync", False, scheme="file")
-        self._page_size = option_int(extra, "list_page_size", 1000, scheme="file", low=1)
+        settings = FileOptions.read(self.options)
+        self._fsync, self._page_size = settings.fsync, settings.list_page_size
 
     def url(self, key: str = "") -> str:
         """``file://`` + the absolute path of ``key`` (``file:///`` + key for root ``/``)."""

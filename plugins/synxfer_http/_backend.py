@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import email.utils
-import os
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -34,6 +33,8 @@ from synxfer.backend import (
     redact_url,
 )
 
+from ._options import HttpOptions
+
 __all__ = ["HttpBackend", "HttpsBackend"]
 
 #: Statuses with which a server refuses a HEAD it would answer as a GET (a
@@ -62,6 +63,7 @@ class HttpBackend(Backend):
         self.host = host
         self.port = int(port) if port else (443 if self.scheme == "https" else 80)
         self.options = options
+        self._settings = HttpOptions.read(options)
         self._http: HttpClient | None = None
         #: What stat learned per key: (strong ETag or None, Last-Modified or None).
         self._pins: dict[str, str] = {}
@@ -80,13 +82,12 @@ class HttpBackend(Backend):
     @property
     def http(self) -> HttpClient:
         if self._http is None:
-            extra = self.options.extra
             self._http = HttpClient(
                 max_connections=self.options.max_connections,
                 connect_timeout=self.options.connect_timeout,
                 read_timeout=self.options.read_timeout,
                 # Without one, the default context reads SSL_CERT_FILE/SSL_CERT_DIR.
-                ca_bundle=extra.get("ca_bundle") or os.environ.get("AWS_CA_BUNDLE") or None,
+                ca_bundle=self._settings.ca_bundle,
             )
         return self._http
 
