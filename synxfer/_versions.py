@@ -7,19 +7,34 @@ and delete run unchanged on it, and every request they send for the object
 a download never mixes versions and a delete removes that version only.
 Backends without versions refuse, and so does this module, with a message
 naming the option, before anything moves (docs/versions.md).
+
+``rm --all-versions`` / ``rm(all_versions=True)`` deletes every version and
+delete marker of a key, or (with ``recursive``) under a prefix:
+:func:`check_all_versions` before anything is opened, then
+:func:`all_versions_jobs` -- batches the backend deletes in one request each
+where it can (S3's DeleteObjects with ``VersionId``), one event per version.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ._exceptions import BackendError, BucketNotFound, ConfigError, NotFound
-from ._models import ObjectInfo
+from ._models import Action, ObjectInfo
 from ._url import Location
 from .backend import Backend, resolve
 
+if TYPE_CHECKING:
+    from .engine.core import Engine, Run
+
 __all__ = [
+    "ALL_VERSIONS",
     "OPTION",
+    "DeleteVersionsJob",
+    "all_versions_jobs",
+    "check_all_versions",
     "check_version_id",
     "check_versioned",
     "check_versioned_copy",
@@ -33,6 +48,10 @@ __all__ = [
 
 #: How the option is named in messages: the CLI's flag and the keyword.
 OPTION = "--version-id / version_id="
+#: How ``rm``'s every-version option is named in messages.
+ALL_VERSIONS = "--all-versions / all_versions=True"
+#: Versions per job: one DeleteObjects request (S3's maximum).
+_BATCH = 1000
 
 #: S3 documents version ids as URL-safe strings of at most 1,024 bytes.
 _MAX_LEN = 1024
@@ -184,3 +203,85 @@ async def listed_versions(
     yield first
     async for item in listing:
         yield item
+
+
+def check_all_versions(loc: Location, recursive: bool, version_id: object) -> None:
+    """ConfigError, before a backend is opened, for ``rm --all-versions``
+    with ``--version-id``, a prefix without ``--recursive`` (as ``rm``
+    refuses one), or a store without versions."""
+    url = str(loc)
+    if version_id is not None:
+        raise ConfigError(
+            f"{ALL_VERSIONS} deletes every version of {url}; {OPTION} deletes one: give one of them"
+        )
+    if not recursive and (not loc.key or loc.key.endswith("/")):
+        raise ConfigError(
+            f"{ALL_VERSIONS}: {url} is a prefix; add --recursive (recursive=True) to delete "
+            "every version under it, or name one object"
+        )
+    refuse_unversioned(loc.scheme, ALL_VERSIONS)
+
+
+def _named(backend: Backend, item: ObjectInfo) -> str:
+    """How an event names one version: its URL and version id."""
+    what = "delete marker" if item.delete_marker else "version"
+    return f"{backend.url(item.key)} ({what} {item.version_id or 'null'})"
+
+
+@dataclass
+class DeleteVersionsJob:
+    """Deletes a batch of versions and delete markers in one call
+    (:meth:`~synxfer.backend.Backend.delete_versions`); a dry run names each."""
+
+    backend: Backend
+    items: Sequence[ObjectInfo]
+    action: Action = Action.DELETE
+    size: int = 0
+    src: str = ""
+    dst: str = ""
+
+    def __post_init__(self) -> None:
+        self.dst = self.dst or (_named(self.backend, self.items[0]) if self.items else "")
+
+    @property
+    def keys(self) -> list[str]:
+        """The key of each version: the engine's plan counts a batch by its keys."""
+        return [item.key for item in self.items]
+
+    async def run(self, engine: Engine, run: Run) -> None:
+        pairs = [(item.key, item.version_id or "null") for item in self.items]
+        failed = {} if run.dryrun else await self.backend.delete_versions(pairs)
+        for item, pair in zip(self.items, pairs, strict=True):
+            one = DeleteVersionsJob(self.backend, [item])
+            if pair in failed:
+                engine.failed(run, one, failed[pair])
+            else:
+                engine.done(run, one)
+
+
+async def all_versions_jobs(
+    backend: Backend, loc: Location, recursive: bool, filters: Sequence[tuple[str, str]]
+) -> list[DeleteVersionsJob]:
+    """The jobs deleting every version and delete marker of ``loc``'s key, or
+    (``recursive``) under its prefix whose relative names ``filters`` keep
+    (:class:`~synxfer.engine.filters.Filters`). A key with no version at
+    all is NotFound, as ``rm`` of a missing key."""
+    from .engine.filters import Filters  # the engine imports this module
+
+    url = str(loc)
+    found: list[ObjectInfo] = []
+    if recursive:
+        prefix = loc.key if not loc.key or loc.key.endswith("/") else loc.key + "/"
+        flt = Filters(filters)
+        async for item in listed_versions(backend.list_versions(prefix), loc.scheme):
+            if flt.included(item.key[len(prefix) :]):
+                found.append(item)
+    else:
+        async for item in listed_versions(backend.list_versions(loc.key), loc.scheme):
+            if item.key == loc.key:
+                found.append(item)
+            elif item.key > loc.key:
+                break
+        if not found:
+            raise NotFound(f"{url}: no such object, nor any version of it", url=url)
+    return [DeleteVersionsJob(backend, found[i : i + _BATCH]) for i in range(0, len(found), _BATCH)]

@@ -401,13 +401,20 @@ class Client:
         filters: FilterSpec = (),
         dryrun: bool = False,
         version_id: str | None = None,
+        all_versions: bool = False,
     ) -> TransferResult:
         """Delete an object, or (``recursive``) everything under a prefix.
 
         ``version_id``: delete that version of the object only (a delete
-        marker's id removes the marker); docs/versions.md."""
+        marker's id removes the marker); ``all_versions``: every version and
+        delete marker of the object, or under the prefix; docs/versions.md."""
         return await self._ops().rm(
-            url, recursive=recursive, filters=filters, dryrun=dryrun, version_id=version_id
+            url,
+            recursive=recursive,
+            filters=filters,
+            dryrun=dryrun,
+            version_id=version_id,
+            all_versions=all_versions,
         )
 
     # -- buckets -------------------------------------------------------------

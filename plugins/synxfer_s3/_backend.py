@@ -109,7 +109,7 @@ from ._options import (
 from ._parts import PartSums, crc32c_b64, multipart_etag
 from ._sse_c import CustomerKeys, unconfirmed
 from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
-from ._versions import list_versions_page, version_view
+from ._versions import delete_versions, list_versions_page, version_view
 from ._wire import b64md5, etag_md5, result_checksums
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
@@ -701,6 +701,12 @@ class S3Backend(Backend):
     async def list_versions_page(self, prefix: str, cursor: str | None = None) -> ListPage:
         """One ListObjectVersions page (versions and delete markers)."""
         return await list_versions_page(self, prefix, cursor)
+
+    async def delete_versions(
+        self, items: Sequence[tuple[str, str]]
+    ) -> Mapping[tuple[str, str], Exception]:
+        """DeleteObjects batches naming each version (:mod:`._versions`)."""
+        return await delete_versions(self, items)
 
     # -- multipart ---------------------------------------------------------------
 

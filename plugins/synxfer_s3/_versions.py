@@ -9,21 +9,27 @@ The view shares its backend's connections and never closes them, and it
 reports no copy scope: a copy of a version streams through the client
 (pinned on every read and verified) instead of a server-side copy of
 whatever is current.
+
+``rm --all-versions`` deletes versions and delete markers in DeleteObjects
+batches naming each ``VersionId`` (:func:`delete_versions`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from synxfer import BackendError, ListPage, ObjectInfo
+from synxfer import BackendError, ListPage, NotFound, ObjectInfo
 
-from ._wire import XmlError, parse_list_object_versions
+from ._classify import classify
+from ._wire import S3_NS, XmlError, _escape, _root, _text, b64md5, parse_list_object_versions
 
 if TYPE_CHECKING:
     from ._backend import S3Backend
 
-__all__ = ["list_versions_page", "version_view"]
+__all__ = ["delete_versions", "list_versions_page", "version_view"]
 
 
 def version_view(backend: S3Backend, version_id: str) -> S3Backend:
@@ -93,3 +99,66 @@ async def list_versions_page(backend: S3Backend, prefix: str, cursor: str | None
     import json
 
     return ListPage(items, json.dumps([page.next_key_marker, page.next_version_marker]))
+
+
+def _delete_body(items: Sequence[tuple[str, str]]) -> bytes:
+    """A quiet DeleteObjects body naming each ``(key, version id)``."""
+    objects = "".join(
+        f"<Object><Key>{_escape(key, 'key')}</Key>"
+        f"<VersionId>{_escape(vid, 'version id')}</VersionId></Object>"
+        for key, vid in items
+    )
+    return f'<Delete xmlns="{S3_NS}"><Quiet>true</Quiet>{objects}</Delete>'.encode()
+
+
+def _errors(data: bytes | bytearray | memoryview) -> list[tuple[str, str, str, str]]:
+    """``(key, version id, code, message)`` of each ``<Error>`` of a DeleteResult."""
+    root, ns = _root(data)
+    return [
+        (
+            _text(err, ns + "Key") or "",
+            _text(err, ns + "VersionId") or "",
+            _text(err, ns + "Code") or "Unknown",
+            _text(err, ns + "Message") or "",
+        )
+        for err in root.iter(ns + "Error")
+    ]
+
+
+async def delete_versions(
+    backend: S3Backend, items: Sequence[tuple[str, str]]
+) -> Mapping[tuple[str, str], Exception]:
+    """Delete each ``(key, version id)``: DeleteObjects in batches of
+    :attr:`~._backend.S3Backend.delete_batch_size`, each object with its
+    ``VersionId`` (a delete marker's id removes the marker). Per-version
+    failures are returned (a version already gone is none); a failure of a
+    whole request is raised, safe to retry: deleting is idempotent."""
+    wire = backend.wire
+    failed: dict[tuple[str, str], Exception] = {}
+    for start in range(0, len(items), backend.delete_batch_size):
+        batch = items[start : start + backend.delete_batch_size]
+        try:
+            body = _delete_body(batch)
+        except ValueError as exc:
+            raise BackendError(f"DeleteObjects: {exc}", url=backend.url()) from None
+        md5 = await asyncio.to_thread(b64md5, body)
+        response = await wire._request(
+            "DeleteObjects",
+            "POST",
+            backend.bucket,
+            None,
+            query=(("delete", None),),
+            headers={"content-md5": md5},
+            body=body,
+        )
+        try:
+            errors = _errors(response.body)
+        except XmlError as exc:
+            raise wire._bad_xml("DeleteObjects", exc, backend.bucket) from None
+        for key, vid, code, message in errors:
+            cls = classify(code, None)
+            if cls is NotFound:
+                continue
+            msg = f"{code} on DeleteObjects (version {vid}): {message}".rstrip(": ")
+            failed[(key, vid)] = cls(msg, url=backend.url(key))
+    return failed

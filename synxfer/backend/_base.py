@@ -421,6 +421,22 @@ class Backend(abc.ABC):
         (a delete marker has size 0). Default: NotImplementedError."""
         raise NotImplementedError(f"{type(self).__name__} cannot list object versions")
 
+    async def delete_versions(
+        self, items: Sequence[tuple[str, str]]
+    ) -> Mapping[tuple[str, str], Exception]:
+        """Delete object versions and delete markers, each ``(key, version_id)``
+        as :meth:`list_versions_page` lists them (``rm --all-versions``);
+        returns those that failed, with why (a version already gone is no
+        failure). Default: one :meth:`at_version` delete each; a backend
+        that batches (S3's DeleteObjects) overrides it."""
+        failed: dict[tuple[str, str], Exception] = {}
+        for key, version_id in items:
+            try:
+                await self.at_version(version_id).delete(key)
+            except Exception as exc:
+                failed[(key, version_id)] = exc
+        return failed
+
     # -- conveniences built on the primitives --------------------------------
 
     async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:

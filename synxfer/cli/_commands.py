@@ -75,6 +75,7 @@ async def rm(client: Client, args: argparse.Namespace) -> TransferResult:
         filters=args.filters,
         dryrun=args.dryrun,
         version_id=args.version_id,
+        all_versions=args.all_versions,
     )
 
 

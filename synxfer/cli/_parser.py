@@ -464,6 +464,12 @@ def _rm(rm: Parser) -> None:
     rm.add_argument("url", help="URL like s3://bucket/key")
     rm.add_argument("--recursive", action="store_true", help="delete everything under the prefix")
     _add_version_id(rm, "delete only")
+    rm.add_argument(
+        "--all-versions",
+        action="store_true",
+        help="delete every version and delete marker of the object (with --recursive: under "
+        "the prefix); --dryrun lists them (s3)",
+    )
     _add_filters(rm)
     _add_output(rm)
     _add_common(rm, suppress=True)

@@ -30,6 +30,8 @@ from .._exceptions import BucketNotFound, ConfigError, NotFound
 from .._models import ObjectInfo, TransferResult, WriteOptions
 from .._url import Location, parse_location
 from .._versions import (
+    all_versions_jobs,
+    check_all_versions,
     check_versioned,
     check_versioned_copy,
     delete_version_view,
@@ -345,8 +347,14 @@ class TreeOps:
         filters: FilterSpec,
         dryrun: bool,
         version_id: str | None,
+        all_versions: bool = False,
     ) -> TransferResult:
         loc = remote(url)
+        if all_versions:  # every version and delete marker (synxfer._versions)
+            check_all_versions(loc, recursive, version_id)
+            backend = await self.host.backends.open(loc)
+            versions = await all_versions_jobs(backend, loc, recursive, filters)
+            return await self.execute(versions, dryrun)
         if version_id is not None:
             check_versioned(loc, version_id)
         backend = await self.host.backends.open(loc)

@@ -177,6 +177,11 @@ class Layer(Backend):
         fn = self.inner.list_versions_page
         return await self._call("list_versions_page", fn, prefix, cursor)
 
+    async def delete_versions(
+        self, items: Sequence[tuple[str, str]]
+    ) -> Mapping[tuple[str, str], Exception]:
+        return await self._call("delete_versions", self.inner.delete_versions, items)
+
     async def presign(self, key: str, method: Literal["GET", "PUT"], expires_in: int) -> str:
         # Local signing, no request: no slot, no retry, no timeout.
         return await self.inner.presign(key, method, expires_in)
