@@ -22,6 +22,10 @@
 * no import circle passes through a module of tree operations (the client,
   ``_backends``, scale-out, the engine's tree, ops, items and plan).
   ``python tests/test_layering.py`` prints every circle in ``synxfer``.
+* compression is a stage the transfer paths carry: the codec module
+  (``synxfer.engine.compress``) imports none of them, no two engine modules
+  import each other (compress <-> upload/download once did), and no engine
+  module imports another's private name (``download._mtime_ns``).
 
 Every ``import`` statement counts, including those inside functions and
 ``TYPE_CHECKING`` blocks: a lazy import is still a dependency.
@@ -119,6 +123,26 @@ CLIENT_NEVER_IMPORTS = (
 )
 
 
+#: The transfer paths and what runs them: the codec is a stage they carry,
+#: so it imports none of them (issue 36).
+CODEC_NEVER_IMPORTS = tuple(
+    f"synxfer.engine.{name}"
+    for name in (
+        "upload", "download", "copy", "stream", "tree", "ops", "items", "plan", "jobs",
+        "core", "scheduler", "journal", "verify", "localfile", "localtree",
+    )
+)  # fmt: skip
+
+
+def _private_from_a_sibling(module: str, imported: str) -> bool:
+    """``from .download import _mtime_ns`` in another engine module: a
+    private name read across modules of the engine."""
+    owner, _, name = imported.rpartition(".")
+    if not name.startswith("_") or name.startswith("__") or _is_module(imported):
+        return False
+    return owner != module and _under(owner, "synxfer.engine") and _is_module(owner)
+
+
 def violations(module: str, imported: str) -> list[str]:
     """Why importing ``imported`` from ``module`` breaks a rule (empty if it does not)."""
     out: list[str] = []
@@ -140,6 +164,12 @@ def violations(module: str, imported: str) -> list[str]:
         ):
             if _under(imported, above):
                 out.append(f"the engine imports {above}")
+    if module == "synxfer.engine.compress":
+        for path in CODEC_NEVER_IMPORTS:
+            if _under(imported, path):
+                out.append(f"the codec imports {path} (a transfer path carries the codec)")
+    if _under(module, "synxfer.engine") and _private_from_a_sibling(module, imported):
+        out.append("an engine module imports another's private name")
     if _under(module, "synxfer.backend"):
         for above in (
             "synxfer.engine",
@@ -267,6 +297,10 @@ def test_there_is_code_to_check() -> None:
         ("synxfer._backends", False, "from .client import Client", "_backends imports"),
         ("synxfer._backends", False, "from ._scaleout import run_tree", "_backends imports"),
         ("synxfer.cli.main", False, "from ..engine.plan import _rel", "a private name"),
+        ("synxfer.engine.compress", False, "from .download import _mtime_ns", "the codec"),
+        ("synxfer.engine.compress", False, "def f():\n    from .upload import x", "the codec"),
+        ("synxfer.engine.compress", False, "from . import journal", "the codec imports"),
+        ("synxfer.engine.copy", False, "from .download import _mtime_ns", "another's private"),
     ],
 )
 def test_a_violation_is_caught(module: str, is_package: bool, source: str, expected: str) -> None:
@@ -293,7 +327,9 @@ def test_a_violation_is_caught(module: str, is_package: bool, source: str, expec
         ("synxfer._backends", "from .layers import RetryLayer"),
         ("synxfer._scaleout._shards", "from .._backends import Backends"),
         ("synxfer.backend._tls", "from ._protocol import _DONE"),
-        ("synxfer.engine.compress", "from .download import _mtime_ns"),
+        ("synxfer.engine.compress", "from .parts import checksum_of"),
+        ("synxfer.engine.download", "from .compress import Codec, decoding_of"),
+        ("synxfer.engine.download", "from ._os import pread_into"),
         ("synxfer.cli._parser", "from . import _commands"),
     ],
 )
@@ -401,6 +437,18 @@ def test_no_import_circle_through_tree_operations() -> None:
 def test_a_circle_is_found() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_engine_has_no_import_circle() -> None:
+    """The engine's modules import one way (issue 36): a circle is a module
+    reaching back into one that uses it (compress <-> upload/download did,
+    as did localfile <-> localtree)."""
+    inside = [
+        circle
+        for circle in import_circles(import_graph())
+        if any(_under(module, "synxfer.engine") for module in circle)
+    ]
+    assert inside == []
 
 
 if __name__ == "__main__":
