@@ -167,3 +167,31 @@ def test_the_configuration_page_lists_every_transfer_config_field() -> None:
     listed = {name for cell in rows for name in re.findall(r"`(\w+)`", cell)}
     fields = {f.name for f in dataclasses.fields(synxfer.TransferConfig)}
     assert sorted(fields - listed) == []
+
+
+#: Each plugin's guide page (``synxfer_scp`` takes ``synxfer_s3``'s options).
+BACKEND_PAGES = {
+    "synxfer_s3": "s3.md",
+    "synxfer_gcs": "gcs.md",
+    "synxfer_blockstore": "blockstore.md",
+    "synxfer_synapse": "synapse.md",
+    "synxfer_file": "file.md",
+    "synxfer_http": "http.md",
+}
+_OPTION_READ = re.compile(
+    r"(?:option_(?:bool|int|float)\(\s*\w+,\s*|\b(?:extra|settings)(?:\.get\(|\[))\"(\w+)\""
+)
+
+
+def test_every_backend_option_a_plugin_reads_is_on_its_page() -> None:
+    """The names each plugin's options module reads from ``BackendOptions.extra``
+    (its one options module, docs/writing-a-backend.md) are on its guide page."""
+    missing = {}
+    for plugin, page_name in BACKEND_PAGES.items():
+        source = (ROOT / "plugins" / plugin / "_options.py").read_text(encoding="utf-8")
+        names = set(_OPTION_READ.findall(source))
+        assert names, f"no option read found in {plugin}/_options.py"
+        page = (ROOT / "docs" / "guide" / "backends" / page_name).read_text(encoding="utf-8")
+        if lost := sorted(n for n in names if f"`{n}`" not in page):
+            missing[page_name] = lost
+    assert missing == {}
