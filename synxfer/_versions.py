@@ -41,6 +41,7 @@ __all__ = [
     "delete_version_view",
     "listed_versions",
     "no_versions",
+    "open_version",
     "refuse_unversioned",
     "stat_version",
     "version_view",
@@ -138,6 +139,17 @@ async def stat_version(view: Backend, key: str, url: str, version_id: str) -> Ob
             f"{OPTION}{version_id!r}: {url} has no such version (the server refused the "
             "id as invalid); synxfer ls --all-versions lists the object's versions"
         ) from None
+
+
+async def open_version(
+    backend: Backend, loc: Location, version_id: object
+) -> tuple[Backend, ObjectInfo]:
+    """The view of ``backend`` that reads version ``version_id`` of ``loc``'s
+    key, and that version's info (``cat`` / ``get_stream`` / ``open`` with
+    ``version_id=``); ConfigError or NotFound naming it, as for a download."""
+    view = version_view(backend, loc, version_id)
+    assert isinstance(version_id, str)  # checked by version_view
+    return view, await stat_version(view, loc.key, str(loc), version_id)
 
 
 def check_versioned_copy(src: Location, recursive: bool, files: object) -> None:

@@ -30,7 +30,7 @@ from ._customer_key import CustomerKey
 from ._exceptions import ConfigError
 from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location
-from ._versions import listed_versions, refuse_unversioned
+from ._versions import check_versioned, listed_versions, open_version, refuse_unversioned
 from .backend import Backend, BackendOptions, resolve
 from .engine.core import Engine
 from .engine.ops import FileList, PlanArgs, TreeOps, overwrite_of, prefix_error, remote, stat_object
@@ -528,28 +528,36 @@ class Client:
             expected_size=expected_size,
         )
 
-    async def _object_stream(self, url: str, verb: str) -> ObjectStream:
+    async def _object_stream(
+        self, url: str, verb: str, version_id: str | None = None
+    ) -> ObjectStream:
         loc = remote(url)
-        if not loc.key or loc.key.endswith("/"):
+        if version_id is not None:
+            check_versioned(loc, version_id)  # before the backend is opened
+        elif not loc.key or loc.key.endswith("/"):
             raise prefix_error(url, verb)
         backend = await self._backends.open(loc)
-        info = await stat_object(backend, loc.key, url, verb)
+        if version_id is not None:
+            backend, info = await open_version(backend, loc, version_id)
+        else:
+            info = await stat_object(backend, loc.key, url, verb)
         return ObjectStream(self._engine, backend, loc.key, info)
 
-    def open(self, url: str) -> ObjectReader:
+    def open(self, url: str, *, version_id: str | None = None) -> ObjectReader:
         """The object ``url``'s bytes as ordered ``bytes`` chunks (``async for
         chunk in client.open(url)``), ranges fetched ahead within the memory
         budget and checked as they pass; a mismatch raises IntegrityError
         after the last chunk. ``async with client.open(url) as reader``
-        cancels the ranges in flight when left early."""
-        return ObjectReader(lambda: self._object_stream(url, "read"))
+        cancels the ranges in flight when left early. ``version_id``: that
+        version of the object (docs/versions.md), as for the two below."""
+        return ObjectReader(lambda: self._object_stream(url, "read", version_id))
 
-    async def get_bytes(self, url: str) -> bytes:
+    async def get_bytes(self, url: str, *, version_id: str | None = None) -> bytes:
         """The whole object ``url`` in memory, verified (data that does not
         match is fetched again under the retry policy, as downloads are)."""
 
         async def attempt() -> bytes:
-            stream = await self._object_stream(url, "read")
+            stream = await self._object_stream(url, "read", version_id)
             info = await stream.start()
             out = bytearray(info.size)
             at = 0
@@ -561,13 +569,13 @@ class Client:
 
         return await retry_mismatch(self._engine, "download", attempt)
 
-    async def get_stream(self, url: str, out: Writable) -> int:
+    async def get_stream(self, url: str, out: Writable, *, version_id: str | None = None) -> int:
         """Write the object ``url`` to the blocking binary ``out``
         (``sys.stdout.buffer``) in order, ranges fetched in parallel, checked
         as they pass; returns the bytes written. A mismatch raises
         IntegrityError after the last byte (what was written cannot be
         recalled); an error writing (BrokenPipeError) cancels the ranges."""
-        return await write_to(await self._object_stream(url, "read"), out)
+        return await write_to(await self._object_stream(url, "read", version_id), out)
 
     # -- presigned URLs --------------------------------------------------------
 

@@ -492,6 +492,7 @@ def _rb(rb: Parser) -> None:
 
 def _cat(cat: Parser) -> None:
     cat.add_argument("url", help="URL of an object, like s3://bucket/key")
+    _add_version_id(cat, "write")
     _add_common(cat, suppress=True)
 
 

@@ -37,6 +37,10 @@ def _refuse(args: argparse.Namespace) -> None:
     """ConfigError (exit 2) for what a stream cannot take."""
     if args.src == STDIO and args.dst == STDIO:
         raise ConfigError("cp - -: one side must be a URL (cp - s3://bucket/key, cp URL -)")
+    if args.src == STDIO and args.version_id is not None:
+        raise ConfigError(
+            "cp - URL writes a new object: --version-id names one to read (cp URL - or cat)"
+        )
     for flag, given in (
         ("--recursive", args.recursive),
         ("--dryrun", args.dryrun),
@@ -68,14 +72,15 @@ async def cp(client: Client, args: argparse.Namespace) -> None:
         stdin = cast("Readable", sys.stdin.buffer)  # a BufferedReader: it has readinto
         await client.put_stream(args.dst, stdin, expected_size=args.expected_size)
         return
-    await _to_stdout(client, args.src)
+    await _to_stdout(client, args.src, args.version_id)
 
 
 async def cat(client: Client, args: argparse.Namespace) -> None:
-    """``cat URL``: the object's bytes on standard output."""
-    await _to_stdout(client, args.url)
+    """``cat URL``: the object's bytes on standard output (``--version-id``:
+    that version's)."""
+    await _to_stdout(client, args.url, args.version_id)
 
 
-async def _to_stdout(client: Client, url: str) -> None:
+async def _to_stdout(client: Client, url: str, version_id: str | None) -> None:
     sys.stdout.flush()  # anything printed before goes first
-    await client.get_stream(url, sys.stdout.buffer)
+    await client.get_stream(url, sys.stdout.buffer, version_id=version_id)
