@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from synxfer import BackendError, ConfigError, MiB, TransientError
-from synxfer.backend import HttpClient
+from synxfer.backend import HttpClient, _tlsfast
 from synxfer.backend._tls import TlsConnection
 from synxfer.cli.main import main as cli_main
 
@@ -67,7 +67,7 @@ def tls_weed(
 def tls_env(tls_weed: Any, tls_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> Any:
     from ._s3server import UNSET_ENV
 
-    for name in (*UNSET_ENV, "SYNXFER_TLS_RECEIVE", "SSL_CERT_FILE"):
+    for name in (*UNSET_ENV, "SYNXFER_TLS_RECEIVE", "SYNXFER_TLS_NATIVE", "SSL_CERT_FILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", tls_weed.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", tls_weed.secret_key)
@@ -128,6 +128,64 @@ async def test_ranges_over_https_land_byte_exact_on_one_resumed_pool(tls_env: An
         threads = http.tls_threads
         assert 1 <= threads.handshakes <= 3  # one per connection, none per request
         assert threads.resumed >= 1  # connections after the first resumed its session
+
+
+SIZES = (0, 1, 16 * 1024 + 1, 3 * MiB + 7)
+
+
+@pytest.mark.parametrize("native", ["auto", "off"])
+async def test_bodies_in_one_c_call_with_read_ahead_are_byte_exact(
+    tls_env: Any, native: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 0046 on stock SeaweedFS over HTTPS: with the native path, each
+    body is received by the C loop on a read-ahead connection, byte-exact;
+    with ``tls_native="off"`` the Python loop receives the same bytes."""
+    bodies = {f"o{n}": random.Random(n).randbytes(n) for n in SIZES}
+    monkeypatch.setenv("SYNXFER_TLS_NATIVE", native)
+    async with _wire(tls_env, max_connections=2) as wire:
+        threads = wire._http.tls_threads
+        await wire.create_bucket(f"tlsnative{native}")
+        for key, body in bodies.items():
+            await wire.put_object(f"tlsnative{native}", key, body)
+        for _ in range(2):  # again, on the pooled (read-ahead) connections
+            for key, body in bodies.items():
+                buf = bytearray(len(body) + 5)
+                got, _ = await wire.get_object_into(f"tlsnative{native}", key, buf)
+                assert got == len(body)
+                assert bytes(buf[:got]) == body
+        conns = [c for p in wire._http._pools.values() for c in p.idle]
+        assert conns
+        if native == "auto":
+            # The large body each time (a small one may come whole with the head).
+            assert threads.native_bodies >= 2
+            assert all(c.native is not None and c.native.read_ahead(c._ptr) for c in conns)
+        else:
+            assert threads.native_bodies == 0
+            assert all(c.native is None for c in conns)
+
+
+async def test_without_a_compiler_read_ahead_alone_and_the_python_loop(
+    tls_env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No C compiler (``CC`` names none, an empty cache): connections still
+    read ahead, and bodies come through the Python loop, byte-exact."""
+    monkeypatch.setattr(_tlsfast, "_loaded", False)
+    monkeypatch.setattr(_tlsfast, "_native", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    body = random.Random(46).randbytes(2 * MiB + 1)
+    async with _wire(tls_env, max_connections=1) as wire:
+        await wire.create_bucket("tlsnocc")
+        await wire.put_object("tlsnocc", "k", body)
+        buf = bytearray(len(body))
+        assert (await wire.get_object_into("tlsnocc", "k", buf))[0] == len(body)
+        assert buf == body
+        assert wire._http.tls_threads.native_bodies == 0
+        (conn,) = [c for p in wire._http._pools.values() for c in p.idle]
+        assert conn.native is not None
+        assert not conn.native.can_fill
+        assert conn.native.read_ahead(conn._ptr)
+    monkeypatch.setattr(_tlsfast, "_loaded", False)  # the next test builds it again
 
 
 @pytest.fixture
@@ -197,6 +255,15 @@ def test_the_receive_path_is_chosen_by_option_or_environment(
     monkeypatch.setenv("SYNXFER_TLS_RECEIVE", "fast")
     with pytest.raises(ConfigError, match="SYNXFER_TLS_RECEIVE='fast'"):
         HttpClient()
+    monkeypatch.delenv("SYNXFER_TLS_RECEIVE")
+    monkeypatch.delenv("SYNXFER_TLS_NATIVE", raising=False)
+    assert HttpClient().tls_native == "auto"
+    assert HttpClient(tls_native="off").tls_threads.native is False  # type: ignore[union-attr]
+    monkeypatch.setenv("SYNXFER_TLS_NATIVE", "off")
+    assert HttpClient().tls_threads.native is False  # type: ignore[union-attr]
+    monkeypatch.setenv("SYNXFER_TLS_NATIVE", "on")
+    with pytest.raises(ConfigError, match="SYNXFER_TLS_NATIVE='on'"):
+        HttpClient()
 
 
 # -- faults, from raw TLS servers ---------------------------------------------------------
@@ -231,8 +298,12 @@ def _get(client: HttpClient, port: int, sink: memoryview | None = None) -> Any:
     return client.request("GET", "https", "127.0.0.1", port, "/k", headers, sink=sink)
 
 
+NATIVE = pytest.mark.parametrize("native", ["auto", "off"])
+
+
+@NATIVE
 async def test_a_stalled_body_times_out_and_a_closed_one_is_transient(
-    tls_files: tuple[Path, Path],
+    tls_files: tuple[Path, Path], native: str
 ) -> None:
     payload = random.Random(5).randbytes(2 * MiB)
     release = asyncio.Event()
@@ -246,12 +317,14 @@ async def test_a_stalled_body_times_out_and_a_closed_one_is_transient(
             await release.wait()  # stall until the client gave up
 
     async with tls_server(half_then, tls_files) as srv:
-        client = HttpClient(ca_bundle=str(tls_files[0]), read_timeout=0.5)
+        client = HttpClient(ca_bundle=str(tls_files[0]), read_timeout=0.5, tls_native=native)
         sink = bytearray(len(payload))
         with pytest.raises(TransientError, match="stalled"):
             await _get(client, srv["port"], memoryview(sink))
         release.set()
         assert sink[:MiB] == payload[:MiB]
+        assert client.tls_threads is not None
+        assert client.tls_threads.native_bodies == (native == "auto")
         await client.aclose()
 
     async def half_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -261,14 +334,15 @@ async def test_a_stalled_body_times_out_and_a_closed_one_is_transient(
         await writer.drain()
 
     async with tls_server(half_close, tls_files) as srv:
-        client = HttpClient(ca_bundle=str(tls_files[0]))
+        client = HttpClient(ca_bundle=str(tls_files[0]), tls_native=native)
         with pytest.raises(TransientError, match="closed before the end"):
             await _get(client, srv["port"], memoryview(bytearray(len(payload))))
         await client.aclose()
 
 
+@NATIVE
 async def test_cancelled_mid_body_the_thread_is_done_before_the_request_returns(
-    tls_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    tls_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, native: str
 ) -> None:
     """The thread writes into the caller's buffer: a cancelled request must
     not return while it still may (the engine reuses the buffer at once)."""
@@ -293,7 +367,7 @@ async def test_cancelled_mid_body_the_thread_is_done_before_the_request_returns(
             await asyncio.sleep(0.05)
 
     async with tls_server(trickle, tls_files) as srv:
-        client = HttpClient(ca_bundle=str(tls_files[0]))
+        client = HttpClient(ca_bundle=str(tls_files[0]), tls_native=native)
         task = asyncio.create_task(_get(client, srv["port"], memoryview(bytearray(len(payload)))))
         await started.wait()
         await asyncio.sleep(0.1)
@@ -305,6 +379,7 @@ async def test_cancelled_mid_body_the_thread_is_done_before_the_request_returns(
         assert conn._fut.done()
         assert conn.closed
         assert conn.sock.fileno() == -1  # and its socket is closed
+        assert (conn.native is not None) == (native == "auto")
         await client.aclose()
 
 

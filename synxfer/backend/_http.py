@@ -57,8 +57,9 @@ from typing import Final
 
 from .._exceptions import BackendError, ConfigError, TransientError
 from ._protocol import BodyReceiver, Connection, Dropped, HttpResponse, Malformed, TooLarge
-from ._tls import TlsConnection, TlsThreads
+from ._tls import Connected, TlsConnection, TlsThreads
 from ._tls import connect as tls_connect
+from ._tlsfast import native_choice
 
 __all__ = ["Body", "BodyTooLarge", "HttpClient", "HttpResponse"]
 
@@ -168,17 +169,24 @@ class _Pool:
         """A blocking TLS connection, connected and verified on a worker thread,
         resuming the pool's last TLS session when the server allows."""
         fut = threads.submit(
-            tls_connect, self.host, self.port, ssl_ctx, self.client.connect_timeout, self.session
+            tls_connect,
+            self.host,
+            self.port,
+            ssl_ctx,
+            self.client.connect_timeout,
+            self.session,
+            threads.native,
         )
         try:
-            sock = await asyncio.wrap_future(fut)
+            made = await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
             # The thread may still connect: close what it makes.
             fut.add_done_callback(_close_made)
             raise
+        sock = made.sock
         threads.handshakes += 1
         threads.resumed += bool(sock.session_reused)
-        return TlsConnection(self.client.loop, sock, threads)
+        return TlsConnection(self.client.loop, sock, threads, made.native, made.ptr)
 
     def release(self, conn: Connection) -> None:
         if conn.reusable and not conn.closed and not self.closed:
@@ -232,6 +240,7 @@ class HttpClient:
         write_chunk: int = 256 * 1024,
         recv_threads: bool = False,
         tls_receive: str | None = None,
+        tls_native: str | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1 (got {max_connections})")
@@ -239,7 +248,15 @@ class HttpClient:
         #: (``"threads"``, the default) or on the event loop's SSL transport
         #: (``"loop"``); see docs/decisions/0037-tls-receive-path.md.
         self.tls_receive = _tls_receive(tls_receive)
-        self.tls_threads = TlsThreads(max_connections) if self.tls_receive == "threads" else None
+        #: On the threads path, read-ahead and the C body loop where they can
+        #: run (``"auto"``) or never (``"off"``, or ``SYNXFER_TLS_NATIVE=off``);
+        #: see docs/decisions/0046-tls-native-receive.md.
+        self.tls_native = native_choice(tls_native)
+        self.tls_threads = (
+            TlsThreads(max_connections, native=self.tls_native == "auto")
+            if self.tls_receive == "threads"
+            else None
+        )
         #: Worker threads (one per connection allowed) that receive large
         #: ``http`` bodies off the event loop; None: every body on the loop.
         self.receiver = BodyReceiver(max_connections) if recv_threads else None
@@ -409,10 +426,10 @@ def _tls_receive(choice: str | None) -> str:
     return choice
 
 
-def _close_made(fut: Future[ssl.SSLSocket]) -> None:
+def _close_made(fut: Future[Connected]) -> None:
     """Close the socket a cancelled connect made after all."""
     if not fut.cancelled() and fut.exception() is None:
-        fut.result().close()
+        fut.result().sock.close()
 
 
 async def _discard(pool: _Pool, conn: Connection) -> None:

@@ -24,6 +24,11 @@ loop awaits the result. The semantics are the loop path's:
 * certificates are verified by the client's :class:`ssl.SSLContext`
   exactly as on the loop path.
 
+Where :mod:`._tlsfast` can (decision 0046), a connection reads ahead and a
+``Content-Length`` body is received in one C call that holds no GIL
+(:meth:`TlsConnection._recv_body`); the Python loop here stays the
+reference and the fallback.
+
 Nothing here logs; request heads (signatures, tokens) never reach an
 exception message.
 """
@@ -33,6 +38,7 @@ from __future__ import annotations
 import _socket
 import asyncio
 import contextlib
+import os
 import select
 import socket
 import ssl
@@ -41,6 +47,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from . import _tlsfast
 from ._protocol import _BODY_INTO, _DONE, Connection, Dropped
 
 __all__ = ["TlsConnection", "TlsThreads", "connect"]
@@ -59,12 +66,16 @@ class TlsThreads:
     more than ``threads`` exchanges run per host.
     """
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, *, native: bool = True) -> None:
         self.threads = threads
+        #: Whether connections try :mod:`._tlsfast` (read-ahead, the C body loop).
+        self.native = native
         self._executor: ThreadPoolExecutor | None = None
         #: TLS handshakes done, and how many of them resumed a session.
         self.handshakes = 0
         self.resumed = 0
+        #: Bodies received by the C loop (:mod:`._tlsfast`), for tests and reports.
+        self.native_bodies = 0
 
     def __repr__(self) -> str:
         return f"<TlsThreads threads={self.threads} handshakes={self.handshakes}>"
@@ -83,17 +94,33 @@ class TlsThreads:
             await asyncio.to_thread(executor.shutdown, wait=True)
 
 
+class Connected:
+    """A new TLS socket, and its ``SSL *`` where :mod:`._tlsfast` tuned it."""
+
+    __slots__ = ("native", "ptr", "sock")
+
+    def __init__(
+        self, sock: ssl.SSLSocket, native: _tlsfast.Native | None, ptr: int | None
+    ) -> None:
+        self.sock = sock
+        self.native = native
+        self.ptr = ptr
+
+
 def connect(
     host: str,
     port: int,
     context: ssl.SSLContext,
     timeout: float,
     session: ssl.SSLSession | None,
-) -> ssl.SSLSocket:
+    native: bool = True,
+) -> Connected:
     """A connected, verified TLS socket (blocking; run on a worker thread).
 
     ``session``: a previous connection's TLS session to resume (a shorter
     handshake); the server may refuse it, and the handshake is then full.
+    ``native``: read ahead and receive bodies in C where :mod:`._tlsfast`
+    can (its first use may compile it: this thread, not the loop, waits).
     Raises what :func:`socket.create_connection` and the handshake raise.
     """
     raw = socket.create_connection((host, port), timeout=timeout)
@@ -103,7 +130,9 @@ def connect(
     except BaseException:
         raw.close()
         raise
-    return sock
+    fast = _tlsfast.load() if native else None
+    ptr = fast.tune(sock) if fast is not None else None
+    return Connected(sock, fast if ptr is not None else None, ptr)
 
 
 class TlsConnection(Connection):
@@ -114,10 +143,18 @@ class TlsConnection(Connection):
     """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, sock: ssl.SSLSocket, threads: TlsThreads
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: ssl.SSLSocket,
+        threads: TlsThreads,
+        native: _tlsfast.Native | None = None,
+        ptr: int | None = None,
     ) -> None:
         super().__init__(loop, None)
         self.sock = sock
+        #: :mod:`._tlsfast` and this socket's ``SSL *`` (None: the Python loop only).
+        self.native = native
+        self._ptr = ptr
         self._threads = threads
         self._lock = threading.Lock()
         self._busy = False  # a thread has (or is about to have) the socket
@@ -134,7 +171,7 @@ class TlsConnection(Connection):
         if self.closed or not self.reusable:
             return False
         try:
-            if self.sock.pending():
+            if self._pending():
                 return False
             return not _readable(self.sock)
         except (OSError, ValueError):
@@ -191,7 +228,7 @@ class TlsConnection(Connection):
             sock.settimeout(timeout)
             self._send(sock, head, pieces, step, timeout)
             self._receive(sock)
-            if self._state == _DONE and sock.pending():
+            if self._state == _DONE and self._pending():
                 self.reusable = False  # more than the answer: do not trust the stream
         except TimeoutError:
             self._fail(
@@ -205,6 +242,13 @@ class TlsConnection(Connection):
             self.connection_lost(OSError("connection aborted") if self._stop else exc)
         finally:
             self._release()
+
+    def _pending(self) -> bool:
+        """Whether TLS data is buffered past the answer: decrypted (``pending``)
+        or, with read-ahead, still raw in OpenSSL's buffer."""
+        if self.sock.pending():
+            return True
+        return self._ptr is not None and self.native is not None and self.native.pending(self._ptr)
 
     def _send(
         self,
@@ -268,6 +312,10 @@ class TlsConnection(Connection):
         assert view is not None
         got = self._got
         end = self._expected
+        native, ptr = self.native, self._ptr
+        if native is not None and ptr is not None and native.can_fill and not self._stop:
+            self._recv_body_native(sock, native, ptr, view[got:end])
+            return
         read = _reader(sock)
         try:
             while got < end:
@@ -286,6 +334,34 @@ class TlsConnection(Connection):
             self._received += got - self._got
             self._got = got
         self._finish()
+
+    def _recv_body_native(
+        self, sock: ssl.SSLSocket, native: _tlsfast.Native, ptr: int, view: memoryview
+    ) -> None:
+        """The body in one C call (:meth:`._tlsfast.Native.fill`), GIL released.
+
+        An :meth:`abort` meanwhile shuts the socket down under it, which ends
+        its wait as an end of stream. Outcomes as in the Python loop: a stall
+        is a ``TimeoutError``, an end of stream or a TLS error a lost connection.
+        """
+        timeout = sock.gettimeout()
+        assert timeout is not None  # _run set it: the socket is non-blocking, polled here
+        n, status, err = native.fill(ptr, sock.fileno(), view, timeout)
+        self._got += n
+        self._received += n
+        self._threads.native_bodies += 1
+        if status == _tlsfast.FULL:
+            self._finish()
+            return
+        self.reusable = False
+        if status == _tlsfast.TIMEOUT:
+            raise TimeoutError
+        if self._stop:
+            raise OSError("connection aborted")
+        if status == _tlsfast.EOF:
+            self.connection_lost(None)
+            return
+        raise OSError(err, os.strerror(err)) if err else ssl.SSLError("TLS error in the body")
 
     # -- clean-up, on the loop -------------------------------------------------
 
