@@ -175,3 +175,57 @@ def _journaled_ranges(cache: Path) -> int:
         return 0
     finally:
         db.close()
+
+
+async def test_a_download_stopped_after_its_last_range_only_decodes_again(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    """Cancelled once every stored range is written and journaled (before
+    the decode put the file in place), the rerun fetches nothing: the
+    journal vouches for the temp file's stored bytes, which are decoded."""
+    import asyncio
+
+    import synxfer
+    from synxfer import EventKind
+
+    from .conftest import SMALL
+
+    config = SMALL.evolve(compress="zstd", state_dir=str(tmp_path / "state"))
+    data = _half_random(24 * MiB, 39)  # about 12 MiB stored: ranged, 3 ranges
+    src = tmp_path / "big.txt"
+    src.write_bytes(data)
+    url = f"s3://{bucket}/big.txt"
+    dest = tmp_path / "out" / "big.txt"
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as client:
+        up = await client.copy(str(src), url)
+        assert up.ok, up.failures
+    stored = up.bytes_uploaded
+    assert stored > 2 * SMALL.part_size  # fetched in ranges, journaled
+    seen = 0
+    task: asyncio.Task[Any] | None = None
+
+    def on_event(event: synxfer.Event) -> None:
+        nonlocal seen
+        if event.kind is EventKind.PROGRESS and task is not None:
+            seen += event.nbytes
+            if seen >= stored:
+                task.cancel()
+
+    async with synxfer.Client(config, endpoint_url=s3_endpoint, on_event=on_event) as client:
+        task = asyncio.ensure_future(client.copy(url, str(dest)))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert not dest.exists()
+    assert seen == stored
+    journal = Journal(tmp_path / "state")
+    entry = journal.download_get(str(dest))
+    journal.close()
+    assert entry is not None, "the interrupted download was not journaled"
+    assert len(entry.parts) == 3, entry
+    async with synxfer.Client(config, endpoint_url=s3_endpoint) as client:
+        again = await client.copy(url, str(dest))
+    assert again.ok, again.failures
+    assert again.bytes_downloaded == 0, again
+    assert again.not_verified == 0
+    assert dest.read_bytes() == data
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["big.txt"]
