@@ -339,6 +339,7 @@ class Client:
         write_options: WriteOptions | None = None,
         no_clobber: bool = False,
         raw: bool = False,
+        version_id: str | None = None,
     ) -> TransferResult:
         """Move a file or (``recursive``) a directory: ``aws s3 mv``.
 
@@ -350,6 +351,8 @@ class Client:
         are left in place. Runs in this process's engine (not scaled out).
         ``write_options``, wildcard sources, ``raw`` and ``no_clobber`` as
         for :meth:`copy`; a file kept by ``no_clobber`` keeps its source.
+        ``version_id``: move that version of the source object (copied, then
+        that version deleted; docs/versions.md).
         """
         return await self._ops().move(
             _str(src),
@@ -360,6 +363,7 @@ class Client:
             write_options=write_options,
             no_clobber=no_clobber,
             raw=raw,
+            version_id=version_id,
         )
 
     async def ls(

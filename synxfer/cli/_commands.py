@@ -65,6 +65,7 @@ async def mv(client: Client, args: argparse.Namespace) -> TransferResult:
         dryrun=args.dryrun,
         no_clobber=args.no_clobber,
         raw=args.raw,
+        version_id=args.version_id,
     )
 
 

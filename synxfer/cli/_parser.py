@@ -430,6 +430,7 @@ def _mv(mv: Parser) -> None:
     mv.add_argument("src", help="local path or URL")
     mv.add_argument("dst", help="local path or URL")
     mv.add_argument("--recursive", action="store_true", help="move a whole directory or prefix")
+    _add_version_id(mv, "move")
     _add_no_clobber(mv)
     _add_raw(mv)
     _add_filters(mv)

@@ -286,8 +286,13 @@ class TreeOps:
         write_options: WriteOptions | None,
         no_clobber: bool,
         raw: bool,
+        version_id: str | None = None,
     ) -> TransferResult:
         s, d = parse_location(src), parse_location(dst)
+        if version_id is not None:  # that version moves: read, then deleted, by its view
+            check_versioned_copy(s, recursive, None)
+            check_versioned(s, version_id)
+            raw = True
         if s.is_local and d.is_local:
             raise local_remote_error(s, d)
         engine, backends = self.host.engine, self.host.backends
@@ -302,9 +307,9 @@ class TreeOps:
                 one = await self.upload_job(src, dst, write_options)
                 run.write_options = self.guarded(one.backend, write_options, overwrite)
             elif d.is_local:
-                one = await self.download_job(src, dst, "move")
+                one = await self.download_job(src, dst, "move", version_id)
             else:
-                one = await self.copy_one_job(s, d, "move", write_options)
+                one = await self.copy_one_job(s, d, "move", write_options, version_id)
             why = await kept_single(one, overwrite) if overwrite else None
             if why is not None:
                 engine.skipped(run, one, why)
