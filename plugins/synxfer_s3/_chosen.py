@@ -29,6 +29,12 @@ reports a CRC32 as the CRC32C of a multipart object. So a store that
 refuses FULL_OBJECT makes the upload fall back to COMPOSITE, and one that
 does not keep the claim chosen is found by the completion's answer (or one
 HEAD per endpoint) -- each said once per endpoint, as a warning.
+
+An interrupted multipart upload resumes (decision 0047): its handle names
+the algorithm and type (:func:`spec`, kept by the engine's journal), from
+which a later process rebuilds the upload's state (:func:`of`); the parts
+an earlier run sent bring their values with the completion's parts, which
+the engine computed again from the file and checked against the server's.
 """
 
 from __future__ import annotations
