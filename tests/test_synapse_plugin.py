@@ -41,8 +41,8 @@ from synxfer import (
 )
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend, load_settings
+from synxfer_synapse._core import SynapseRest
 from synxfer_synapse._options import PRODUCTION_ENDPOINTS
-from synxfer_synapse._rest import SynapseRest
 
 TOKEN = "syn-pat-SECRET-7f3a9c"  # distinctive: grepped for in every output
 BUCKET = "synapse-store"

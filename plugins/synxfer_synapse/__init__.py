@@ -3,7 +3,7 @@ through Synapse's REST API and pre-signed URLs.
 
 See :mod:`synxfer_synapse._backend` for what maps to what,
 :mod:`synxfer_synapse._options` for the token, endpoints and threads (read as
-synapseclient reads them), :mod:`synxfer_synapse._rest` for the REST calls
+synapseclient reads them), :mod:`synxfer_synapse._core` for the REST calls
 and their errors, and docs/synapse.md. Install with
 ``pip install 'synxfer[synapse]'``.
 """

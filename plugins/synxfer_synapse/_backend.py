@@ -84,9 +84,9 @@ from synxfer.backend import (
     bounded_map,
 )
 
+from ._core import SynapseRest
 from ._entities import Remote, Tree, entity_kind
 from ._options import SynapseSettings, load_settings, no_token
-from ._rest import SynapseRest
 
 __all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
 

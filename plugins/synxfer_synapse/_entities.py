@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from synxfer import BackendError, BucketNotFound, NotFound, ObjectInfo, TransientError
 
-from ._rest import Conflict, SynapseRest
+from ._core import Conflict, SynapseRest
 
 __all__ = ["FILE", "FOLDER", "Remote", "Tree", "entity_kind", "parse_time"]
 
