@@ -172,6 +172,7 @@ async def test_without_a_compiler_read_ahead_alone_and_the_python_loop(
     monkeypatch.setattr(_tlsfast, "_loaded", False)
     monkeypatch.setattr(_tlsfast, "_native", None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no build in the default cache either
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     body = random.Random(46).randbytes(2 * MiB + 1)
     async with _wire(tls_env, max_connections=1) as wire:

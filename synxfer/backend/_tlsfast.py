@@ -187,11 +187,21 @@ def _make() -> Native | None:
 
 
 def _compiled() -> ctypes.CDLL | None:
-    """``_tlsread.c`` built with the system's C compiler (cached), or None."""
+    """``_tlsread.c`` built with the system's C compiler (cached), or None.
+
+    The build depends only on the source and the machine (its name says
+    both), so one made under the user's default cache serves a process
+    whose ``XDG_CACHE_HOME`` points elsewhere (a benchmark's or a job's
+    scratch directory) instead of being compiled again for every process.
+    """
     source = _SOURCE.read_bytes()
     tag = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    out = Path(base) / "synxfer" / f"tlsread-{tag}.so"
+    name = f"tlsread-{tag}.so"
+    default = Path(os.path.expanduser("~")) / ".cache" / "synxfer" / name
+    base = os.environ.get("XDG_CACHE_HOME")
+    out = Path(base) / "synxfer" / name if base else default
+    if not out.exists() and default.exists():
+        out = default
     if not out.exists():
         cc = shutil.which(os.environ.get("CC") or "cc")
         if cc is None:
