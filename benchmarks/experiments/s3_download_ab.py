@@ -171,7 +171,9 @@ def run_once(
     env = tree_env(target, tool)
     before = target.server_cpu() or 0.0
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    # Not in the caller's directory: `python -m` puts the cwd first on sys.path,
+    # and a synxfer source tree there would shadow the tool's own (PYTHONPATH).
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, cwd=out.parent)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     server = (target.server_cpu() or 0.0) - before
@@ -236,7 +238,7 @@ def main() -> None:
             src, _ = ensure_row_data(work, row)
             url = target.url(f"ab/{row.name}")
             upload = synxfer_cp(endpoint, f"{src}/", f"{url}/")
-            subprocess.run(upload, env=tree_env(target, first), check=True)
+            subprocess.run(upload, env=tree_env(target, first), check=True, cwd=work)
             expect = tree_crcs(src)
             for plane, down in planes:
                 measure(
