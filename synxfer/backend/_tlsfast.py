@@ -29,7 +29,6 @@ the pure-Python path of ``_tls.py``, which stays the reference.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import platform
@@ -40,7 +39,10 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import ctypes
 
 from .._exceptions import ConfigError
 
@@ -54,8 +56,8 @@ _SOURCE: Final = Path(__file__).with_name("_tlsread.c")
 #: ``synxfer_tls_fill``'s statuses (``_tlsread.c``).
 FULL, TIMEOUT, EOF, ERROR = 0, 1, 2, 3
 
-_P = ctypes.c_void_p
-_INT_P = ctypes.POINTER(ctypes.c_int)
+# ctypes is imported at the first HTTPS connection, not with the SDK: a
+# process that never speaks TLS never loads it.
 
 
 def native_choice(choice: str | None = None) -> str:
@@ -73,6 +75,11 @@ class Native:
     """OpenSSL's functions as ``_ssl`` links them, and the compiled body loop (or None)."""
 
     def __init__(self, libssl: ctypes.CDLL, fill: Any) -> None:
+        import ctypes
+
+        _P = ctypes.c_void_p
+        _INT_P = ctypes.POINTER(ctypes.c_int)
+        self._ssl_offset = _ssl_offset()
         self._set_read_ahead = libssl.SSL_set_read_ahead
         self._set_read_ahead.argtypes = [_P, ctypes.c_int]
         self._set_read_ahead.restype = None
@@ -99,10 +106,13 @@ class Native:
     def tune(self, sock: ssl.SSLSocket) -> int | None:
         """The ``SSL *`` of a connected ``sock`` with read-ahead on, or None
         (not the layout expected: leave the socket as it is)."""
+        import ctypes
+
         obj = getattr(sock, "_sslobj", None)
-        if obj is None or type(obj).__basicsize__ < _SSL_OFFSET + ctypes.sizeof(_P):
+        size = ctypes.sizeof(ctypes.c_void_p)
+        if obj is None or type(obj).__basicsize__ < self._ssl_offset + size:
             return None
-        ptr = _P.from_address(id(obj) + _SSL_OFFSET).value
+        ptr = ctypes.c_void_p.from_address(id(obj) + self._ssl_offset).value
         if not ptr or self._get_fd(ptr) != sock.fileno():
             return None
         self._set_read_ahead(ptr, 1)
@@ -119,6 +129,8 @@ class Native:
     def fill(self, ptr: int, fd: int, view: memoryview, timeout: float) -> tuple[int, int, int]:
         """Receive ``len(view)`` bytes into ``view`` (GIL released meanwhile):
         ``(count, status, errno)``, status one of FULL, TIMEOUT, EOF, ERROR."""
+        import ctypes
+
         assert self._fill is not None
         n = len(view)
         target = (ctypes.c_char * n).from_buffer(view)
@@ -141,9 +153,13 @@ class Native:
         return int(got), status.value, err.value
 
 
-#: Offset of ``SSL *ssl`` in CPython's ``PySSLSocket``: after PyObject_HEAD
-#: and ``PyObject *Socket``.
-_SSL_OFFSET: Final = object.__basicsize__ + ctypes.sizeof(_P)
+def _ssl_offset() -> int:
+    """Offset of ``SSL *ssl`` in CPython's ``PySSLSocket``: after PyObject_HEAD
+    and ``PyObject *Socket``."""
+    import ctypes
+
+    return object.__basicsize__ + ctypes.sizeof(ctypes.c_void_p)
+
 
 _lock = threading.Lock()
 _loaded = False
@@ -167,6 +183,8 @@ def load() -> Native | None:
 
 
 def _make() -> Native | None:
+    import ctypes
+
     if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 15):
         return None
     import _ssl
@@ -194,6 +212,8 @@ def _compiled() -> ctypes.CDLL | None:
     whose ``XDG_CACHE_HOME`` points elsewhere (a benchmark's or a job's
     scratch directory) instead of being compiled again for every process.
     """
+    import ctypes
+
     source = _SOURCE.read_bytes()
     tag = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
     name = f"tlsread-{tag}.so"
