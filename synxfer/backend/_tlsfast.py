@@ -29,14 +29,9 @@ the pure-Python path of ``_tls.py``, which stays the reference.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
-import shutil
 import ssl
-import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -56,8 +51,8 @@ _SOURCE: Final = Path(__file__).with_name("_tlsread.c")
 #: ``synxfer_tls_fill``'s statuses (``_tlsread.c``).
 FULL, TIMEOUT, EOF, ERROR = 0, 1, 2, 3
 
-# ctypes is imported at the first HTTPS connection, not with the SDK: a
-# process that never speaks TLS never loads it.
+# ctypes (and what builds the C loop) is imported at the first HTTPS
+# connection, not with the SDK: a process that never speaks TLS loads none of it.
 
 
 def native_choice(choice: str | None = None) -> str:
@@ -213,6 +208,11 @@ def _compiled() -> ctypes.CDLL | None:
     scratch directory) instead of being compiled again for every process.
     """
     import ctypes
+    import hashlib
+    import platform
+    import shutil
+    import subprocess
+    import tempfile
 
     source = _SOURCE.read_bytes()
     tag = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
