@@ -146,7 +146,9 @@ class UnsafePathError(SynxferError):
 
 
 class TransferFailed(SynxferError):
-    """Raised by the blocking facade when a run finished with failed files.
+    """Raised by :meth:`TransferResult.raise_for_failures` when a run
+    finished with failed files (a run itself returns its result and raises
+    nothing for them: one failed file must not hide what did transfer).
 
     ``result`` holds the full outcome, including what did transfer.
     """
