@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import tempfile
 import uuid
 from collections import Counter
@@ -17,6 +18,13 @@ import synxfer
 import synxfer.backend
 from synxfer import MiB
 from synxfer.layers import Layer
+
+# A suite started in the background by a non-interactive shell (`make test &`,
+# `(nohup make test &)`) inherits SIGINT ignored, and so would every CLI it
+# starts: the Ctrl-C tests would fail for want of a Ctrl-C. Python's own
+# handler, as under a terminal (a child exec'd from here gets the default).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Never let a test reach real credentials or a real account.
 _FAKE_ENV = {
@@ -240,9 +248,12 @@ def s3_world(request: pytest.FixtureRequest) -> Any:
     Ceph RGW. Yields a ``tests._s3server.S3World`` (``.name``,
     ``.endpoint_url``, ``.access_key``, ``.secret_key``, ``.region``,
     ``.new_bucket()``, ``.env()``); a server that cannot run here skips."""
+    return _s3_world(request, request.param)
+
+
+def _s3_world(request: pytest.FixtureRequest, name: str) -> Any:
     from ._s3server import S3World
 
-    name = request.param
     if name == "stock-moto":
         moto = request.getfixturevalue("stock_moto")
         return S3World(name, moto.endpoint_url, "testing", "testing-secret-never-printed")
@@ -251,3 +262,12 @@ def s3_world(request: pytest.FixtureRequest) -> Any:
         return S3World(name, weed.endpoint_url, weed.access_key, weed.secret_key)
     rgw = request.getfixturevalue("ceph_rgw")
     return S3World(name, rgw.endpoint_url, rgw.access_key, rgw.secret_key, rgw.region)
+
+
+@pytest.fixture(params=S3_WORLDS[:2])
+def versions_world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Stock moto and SeaweedFS in turn (the servers the version tests run
+    on), with this process's AWS environment pointed at each."""
+    world = _s3_world(request, request.param)
+    world.apply(monkeypatch)
+    return world
