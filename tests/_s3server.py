@@ -315,6 +315,32 @@ def body(n: int, seed: int = 0) -> bytes:
 # -- the servers users run, as they ship (issue 33) ------------------------------
 
 
+def admin_client(server: Any, *, check_checksums: bool = True) -> Any:
+    """A boto3 S3 client for set-up and inspection of ``server`` (anything with
+    ``endpoint_url``, ``access_key``, ``secret_key`` and ``region``: an
+    :class:`S3World` or a bench target), path-style, its keys named (boto3's
+    default session keeps the first credentials it saw in a process).
+    ``check_checksums=False``: boto3 checks no response checksum itself
+    (stock moto's CRC32C of a multipart object is wrong; a test that
+    compares the bytes reads it anyway)."""
+    from botocore.config import Config
+
+    validation = "when_supported" if check_checksums else "when_required"
+    return boto3.client(
+        "s3",
+        endpoint_url=server.endpoint_url,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        aws_session_token=None,
+        region_name=server.region,
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 3},
+            response_checksum_validation=validation,
+        ),
+    )
+
+
 @dataclass
 class S3World:
     """One S3 server as it ships (stock moto, SeaweedFS, Ceph RGW), for tests
@@ -364,22 +390,24 @@ class S3World:
         for name, value in self.env().items():
             mp.setenv(name, value)
 
-    def admin(self) -> Any:
-        """A boto3 S3 client for set-up and inspection (path-style addressing)."""
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            aws_session_token=None,
-            region_name=self.region,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}),
-        )
+    def admin(self, *, check_checksums: bool = True) -> Any:
+        """A boto3 S3 client for set-up and inspection: :func:`admin_client`."""
+        return admin_client(self, check_checksums=check_checksums)
 
     def new_bucket(self, prefix: str = "w") -> str:
         """A fresh, empty bucket's name."""
         name = f"{prefix}-{uuid.uuid4().hex[:16]}"
         self.admin().create_bucket(Bucket=name)
         return name
+
+    def new_versioned_bucket(self, prefix: str = "v") -> str:
+        """A fresh, empty bucket with versioning on."""
+        name = self.new_bucket(prefix)
+        status = {"Status": "Enabled"}
+        self.admin().put_bucket_versioning(Bucket=name, VersioningConfiguration=status)
+        return name
+
+    def put_version(self, bucket: str, key: str, data: bytes) -> str:
+        """Write ``data`` at ``key`` (boto3, straight to the server); its VersionId."""
+        version: str = self.admin().put_object(Bucket=bucket, Key=key, Body=data)["VersionId"]
+        return version

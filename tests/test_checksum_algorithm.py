@@ -11,19 +11,15 @@ verify whatever claim the object carries.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import random
 import subprocess
 import sys
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from awscrt import checksums as crt
 
 import synxfer
 from synxfer import WriteOptions
@@ -31,32 +27,12 @@ from synxfer_s3 import _chosen
 from synxfer_s3._trust import forget_endpoints
 from synxfer_servers.faultproxy import Fault, FaultProxy
 
+from ._s3checksums import checksum_value, composite_value
+from ._s3server import admin_client
 from .conftest import PART, SMALL
 
 ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "MD5")
 BIG = PART + 12345  # two parts
-
-
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _value(alg: str, data: bytes) -> str:
-    """The checksum S3 names ``alg`` of ``data`` (base64), computed the plain way."""
-    if alg == "CRC32":
-        return _b64(zlib.crc32(data).to_bytes(4, "big"))
-    if alg == "CRC32C":
-        return _b64(crt.crc32c(data).to_bytes(4, "big"))
-    if alg == "CRC64NVME":
-        return _b64(crt.crc64nvme(data).to_bytes(8, "big"))
-    return _b64(hashlib.new(alg.lower(), data).digest())
-
-
-def _composite(alg: str, data: bytes, part: int) -> str:
-    raw = b"".join(
-        base64.b64decode(_value(alg, data[i : i + part])) for i in range(0, len(data), part)
-    )
-    return _value(alg, raw)
 
 
 @pytest.fixture(autouse=True)
@@ -75,24 +51,8 @@ def world_env(s3_world: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _admin(world: Any) -> Any:
-    """boto3 straight to the server, checking no response checksum itself
-    (stock moto's CRC32C of a multipart object is wrong: boto3 would refuse
-    to read it; the test compares the bytes)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        aws_session_token=None,
-        region_name=world.region,
-        config=Config(
-            s3={"addressing_style": "path"},
-            response_checksum_validation="when_required",
-        ),
-    )
+    """boto3 to the server, checking no response checksum itself (the test compares bytes)."""
+    return admin_client(world, check_checksums=False)
 
 
 def _head(world: Any, bucket: str, key: str) -> dict[str, str]:
@@ -147,14 +107,14 @@ async def test_each_chosen_checksum_is_the_objects_claim(
                 continue
             name = alg.lower()
             single = _head(world, bucket, f"{alg}/small")
-            assert single[f"x-amz-checksum-{name}"] == _value(alg, small)
+            assert single[f"x-amz-checksum-{name}"] == checksum_value(alg, small)
             multi = _head(world, bucket, f"{alg}/big")
             if alg.startswith("CRC"):
                 assert multi["x-amz-checksum-type"] == "FULL_OBJECT"
-                assert multi[f"x-amz-checksum-{name}"] == _value(alg, big)
+                assert multi[f"x-amz-checksum-{name}"] == checksum_value(alg, big)
             else:
                 assert multi["x-amz-checksum-type"] == "COMPOSITE"
-                assert multi[f"x-amz-checksum-{name}"] == f"{_composite(alg, big, PART)}-2"
+                assert multi[f"x-amz-checksum-{name}"] == f"{composite_value(alg, big, PART)}-2"
     claim_warnings = _warnings(caplog, "did not keep the")
     put_warnings = _warnings(caplog, "did not confirm the")
     if world.name == "seaweedfs":
@@ -235,7 +195,7 @@ async def test_a_refused_full_object_type_falls_back_to_composite(
             assert r.ok, r.failures
     head = s3.head_object(Bucket="refused", Key="b", ChecksumMode="ENABLED")
     assert head["ChecksumType"] == "COMPOSITE"
-    assert head["ChecksumSHA256"] == f"{_composite('SHA256', data, PART)}-2"
+    assert head["ChecksumSHA256"] == f"{composite_value('SHA256', data, PART)}-2"
     assert len(_warnings(caplog, "refuses FULL_OBJECT SHA256")) == 1
 
 
@@ -247,9 +207,9 @@ def test_full_object_crc_is_folded_from_the_parts() -> None:
     for alg in ("CRC32", "CRC32C", "CRC64NVME"):
         upload = _chosen.ChosenUpload(alg.lower(), "FULL_OBJECT")
         for n, p in enumerate(parts, 1):
-            upload.parts[n] = (_value(alg, p), len(p))
+            upload.parts[n] = (checksum_value(alg, p), len(p))
         full, _ = _chosen._whole(upload, [1, 2, 3, 4])
-        assert full == _value(alg, b"".join(parts)), alg
+        assert full == checksum_value(alg, b"".join(parts)), alg
 
 
 def test_cli_bad_values_exit_2(tmp_path: Path) -> None:
@@ -296,7 +256,7 @@ def test_cli_uploads_with_the_chosen_checksum(seaweed: Any, weed_env: Any, tmp_p
     assert done.returncode == 0, done.stderr
     head = s3.head_object(Bucket="cli-chosen", Key="big", ChecksumMode="ENABLED")
     assert head["ChecksumType"] == "FULL_OBJECT"
-    assert head["ChecksumCRC64NVME"] == _value("CRC64NVME", data)
+    assert head["ChecksumCRC64NVME"] == checksum_value("CRC64NVME", data)
 
 
 async def test_server_side_copy_asks_the_store_for_the_chosen_checksum(
@@ -319,7 +279,7 @@ async def test_server_side_copy_asks_the_store_for_the_chosen_checksum(
     assert s3.get_object(Bucket=bucket, Key="b")["Body"].read() == data
     said = _warnings(caplog, "did not report the SHA256 checksum")
     if world.name == "stock-moto":
-        assert _head(world, bucket, "b")["x-amz-checksum-sha256"] == _value("SHA256", data)
+        assert _head(world, bucket, "b")["x-amz-checksum-sha256"] == checksum_value("SHA256", data)
         assert said == []
     else:
         assert len(said) == 1, said

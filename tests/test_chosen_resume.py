@@ -13,7 +13,6 @@ sent again whole.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import random
 import signal
@@ -24,36 +23,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awscrt import checksums as crt
 
 from synxfer import CompletedPart, MiB
 from synxfer.engine.journal import Journal
 from synxfer.engine.upload import _vouched
 from synxfer_servers.faultproxy import FaultProxy
 
-from ._s3server import S3World
+from ._s3checksums import checksum_value, composite_value
+from ._s3server import S3World, admin_client
 
 PART = 5 * MiB
 SIZE = 5 * PART + MiB  # 6 parts, the last 1 MiB
 
 
-def _b64(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _value(alg: str, data: bytes) -> str:
-    if alg == "CRC32C":
-        return _b64(crt.crc32c(data).to_bytes(4, "big"))
-    if alg == "CRC64NVME":
-        return _b64(crt.crc64nvme(data).to_bytes(8, "big"))
-    return _b64(hashlib.new(alg.lower(), data).digest())
-
-
 def _composite(alg: str, data: bytes) -> str:
-    raw = b"".join(
-        base64.b64decode(_value(alg, data[i : i + PART])) for i in range(0, len(data), PART)
-    )
-    return f"{_value(alg, raw)}-{-(-len(data) // PART)}"
+    return f"{composite_value(alg, data, PART)}-{-(-len(data) // PART)}"
 
 
 def _cli(endpoint: str, src: Path, url: str, alg: str, *extra: str) -> list[str]:
@@ -79,22 +63,8 @@ def _interrupted(cmd: list[str], env: dict[str, str], proxy: FaultProxy, after: 
 
 
 def _admin(world: S3World) -> Any:
-    """boto3 to the server, checking no response checksum itself (stock
-    moto's CRC32C of a multipart object is wrong; the test compares bytes)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=world.endpoint_url,
-        aws_access_key_id=world.access_key,
-        aws_secret_access_key=world.secret_key,
-        aws_session_token=None,
-        region_name=world.region,
-        config=Config(
-            s3={"addressing_style": "path"}, response_checksum_validation="when_required"
-        ),
-    )
+    """boto3 to the server, checking no response checksum itself (the test compares bytes)."""
+    return admin_client(world, check_checksums=False)
 
 
 @pytest.fixture
@@ -144,7 +114,7 @@ def test_an_interrupted_chosen_checksum_upload_resumes(
             other = bytes(PART)
             s3.upload_part(
                 Bucket=bucket, Key="big.bin", UploadId=entry.upload_id, PartNumber=1,
-                Body=other, **{f"Checksum{alg}": _value(alg, other)},
+                Body=other, **{f"Checksum{alg}": checksum_value(alg, other)},
             )  # fmt: skip
         before = proxy.snapshot()
         rerun = subprocess.run(
@@ -163,7 +133,7 @@ def test_an_interrupted_chosen_checksum_upload_resumes(
     head = s3.head_object(Bucket=bucket, Key="big.bin", ChecksumMode="ENABLED")
     got = head.get(f"Checksum{alg}")
     if server == "seaweedfs":
-        want = _value(alg, data) if alg.startswith("CRC") else _composite(alg, data)
+        want = checksum_value(alg, data) if alg.startswith("CRC") else _composite(alg, data)
         assert got == want
         assert head.get("ChecksumType") == ("FULL_OBJECT" if alg.startswith("CRC") else "COMPOSITE")
     else:  # stock moto keeps values of its own: those of an upload never interrupted

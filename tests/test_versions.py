@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +27,13 @@ CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART,
 BIG = PART + 123_457
 
 
-@pytest.fixture(params=["stock-moto", "seaweedfs"])
-def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3World:
-    if request.param == "stock-moto":
-        moto = request.getfixturevalue("stock_moto")
-        w = S3World("stock-moto", moto.endpoint_url, "testing", "testing-secret-never-printed")
-    else:
-        weed = request.getfixturevalue("seaweed_session")
-        w = S3World("seaweedfs", weed.endpoint_url, weed.access_key, weed.secret_key)
-    w.apply(monkeypatch)
-    return w
+@pytest.fixture
+def world(versions_world: S3World) -> S3World:
+    return versions_world
 
 
 def _versioned_bucket(world: S3World) -> str:
-    name = f"ver-{uuid.uuid4().hex[:12]}"
-    s3 = world.admin()
-    s3.create_bucket(Bucket=name)
-    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
-    return name
-
-
-def _put(world: S3World, bucket: str, key: str, data: bytes) -> str:
-    version: str = world.admin().put_object(Bucket=bucket, Key=key, Body=data)["VersionId"]
-    return version
+    return world.new_versioned_bucket("ver")
 
 
 def _body(world: S3World, bucket: str, key: str) -> bytes:
@@ -81,10 +64,10 @@ async def test_download_of_a_version_pins_it_on_every_ranged_get(
     current version's bytes (refused by If-Match, or mixed in)."""
     bucket = _versioned_bucket(world)
     old, new = os.urandom(BIG), os.urandom(BIG)
-    v1 = _put(world, bucket, "big.bin", old)
-    _put(world, bucket, "big.bin", new)
-    small_v1 = _put(world, bucket, "small.txt", b"first")
-    _put(world, bucket, "small.txt", b"second")
+    v1 = world.put_version(bucket, "big.bin", old)
+    world.put_version(bucket, "big.bin", new)
+    small_v1 = world.put_version(bucket, "small.txt", b"first")
+    world.put_version(bucket, "small.txt", b"second")
     async with _client(world) as client:
         result = await client.download_file(
             f"s3://{bucket}/big.bin", tmp_path / "old.bin", version_id=v1
@@ -112,8 +95,8 @@ async def test_copy_of_a_version_between_keys(world: S3World) -> None:
     """A remote copy of an older version writes that version's bytes: the
     copy streams (pinned), it is no server-side copy of the current object."""
     bucket = _versioned_bucket(world)
-    v1 = _put(world, bucket, "k", b"old bytes")
-    _put(world, bucket, "k", b"new bytes")
+    v1 = world.put_version(bucket, "k", b"old bytes")
+    world.put_version(bucket, "k", b"new bytes")
     async with _client(world) as client:
         result = await client.copy(f"s3://{bucket}/k", f"s3://{bucket}/restored", version_id=v1)
         result.raise_for_failures()
@@ -127,10 +110,10 @@ async def test_copy_of_a_version_between_keys(world: S3World) -> None:
 
 async def test_rm_of_a_version_deletes_that_version_only(world: S3World) -> None:
     bucket = _versioned_bucket(world)
-    v1 = _put(world, bucket, "k", b"one")
-    v2 = _put(world, bucket, "k", b"two")
-    v3 = _put(world, bucket, "k", b"three")
-    _put(world, bucket, "other", b"x")
+    v1 = world.put_version(bucket, "k", b"one")
+    v2 = world.put_version(bucket, "k", b"two")
+    v3 = world.put_version(bucket, "k", b"three")
+    world.put_version(bucket, "other", b"x")
     async with _client(world) as client:
         result = await client.rm(f"s3://{bucket}/k", version_id=v2)
         assert result.files_deleted == 1
@@ -148,7 +131,7 @@ async def test_rm_of_a_version_deletes_that_version_only(world: S3World) -> None
 
 async def test_rm_of_a_delete_marker_brings_the_object_back(world: S3World) -> None:
     bucket = _versioned_bucket(world)
-    _put(world, bucket, "k", b"kept")
+    world.put_version(bucket, "k", b"kept")
     marker = world.admin().delete_object(Bucket=bucket, Key="k")["VersionId"]
     async with _client(world) as client:
         items = [i async for i in client.ls(f"s3://{bucket}/", versions=True)]
@@ -162,9 +145,9 @@ async def test_rm_of_a_delete_marker_brings_the_object_back(world: S3World) -> N
 
 async def test_ls_versions_lists_every_version_and_delete_marker(world: S3World) -> None:
     bucket = _versioned_bucket(world)
-    v1 = _put(world, bucket, "a/k", b"1")
-    v2 = _put(world, bucket, "a/k", b"22")
-    g1 = _put(world, bucket, "gone", b"333")
+    v1 = world.put_version(bucket, "a/k", b"1")
+    v2 = world.put_version(bucket, "a/k", b"22")
+    g1 = world.put_version(bucket, "gone", b"333")
     marker = world.admin().delete_object(Bucket=bucket, Key="gone")["VersionId"]
     async with _client(world) as client:
         items = [i async for i in client.ls(f"s3://{bucket}/", recursive=True, versions=True)]
@@ -186,9 +169,9 @@ async def test_ls_versions_lists_every_version_and_delete_marker(world: S3World)
 
 async def test_sync_ignores_noncurrent_versions(world: S3World, tmp_path: Path) -> None:
     bucket = _versioned_bucket(world)
-    _put(world, bucket, "d/k", b"old")
-    _put(world, bucket, "d/k", b"current")
-    _put(world, bucket, "d/gone", b"deleted later")
+    world.put_version(bucket, "d/k", b"old")
+    world.put_version(bucket, "d/k", b"current")
+    world.put_version(bucket, "d/gone", b"deleted later")
     world.admin().delete_object(Bucket=bucket, Key="d/gone")
     async with _client(world) as client:
         result = await client.sync_from(f"s3://{bucket}/d/", tmp_path / "out")
@@ -225,8 +208,8 @@ async def test_bad_version_input_is_a_config_error(tmp_path: Path) -> None:
 
 async def test_missing_version_names_it(world: S3World, tmp_path: Path) -> None:
     bucket = _versioned_bucket(world)
-    _put(world, bucket, "k", b"x")
-    v = _put(world, bucket, "other", b"y")  # a real id, of another key
+    world.put_version(bucket, "k", b"x")
+    v = world.put_version(bucket, "other", b"y")  # a real id, of another key
     async with _client(world) as client:
         with pytest.raises((NotFound, ConfigError), match=r"no (such )?version"):
             await client.download_file(f"s3://{bucket}/k", tmp_path / "o", version_id=v)
@@ -247,8 +230,8 @@ def test_cli_versions(moto: S3World, tmp_path: Path, capsys: pytest.CaptureFixtu
     from synxfer.cli.main import main
 
     bucket = _versioned_bucket(moto)
-    v1 = _put(moto, bucket, "k", b"one")
-    v2 = _put(moto, bucket, "k", b"two!")
+    v1 = moto.put_version(bucket, "k", b"one")
+    v2 = moto.put_version(bucket, "k", b"two!")
     marker = moto.admin().delete_object(Bucket=bucket, Key="k")["VersionId"]
     common = ["--endpoint-url", moto.endpoint_url]
     url = f"s3://{bucket}/k"
@@ -317,8 +300,8 @@ def test_fsspec_version_aware(moto: S3World, tmp_path: Path) -> None:
 
     bucket = _versioned_bucket(moto)
     old, new = os.urandom(BIG), os.urandom(BIG)
-    v1 = _put(moto, bucket, "k", old)
-    v2 = _put(moto, bucket, "k", new)
+    v1 = moto.put_version(bucket, "k", old)
+    v2 = moto.put_version(bucket, "k", new)
     cls = filesystem_class("s3")
     fs = cls(
         config=CONFIG, endpoint_url=moto.endpoint_url, version_aware=True, skip_instance_cache=True

@@ -7,7 +7,6 @@ were. Bad input is exit 2 naming the option.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +17,13 @@ import synxfer
 from ._s3server import S3World
 
 
-@pytest.fixture(params=["stock-moto", "seaweedfs"])
-def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3World:
-    if request.param == "stock-moto":
-        moto = request.getfixturevalue("stock_moto")
-        w = S3World("stock-moto", moto.endpoint_url, "testing", "testing-secret-never-printed")
-    else:
-        weed = request.getfixturevalue("seaweed_session")
-        w = S3World("seaweedfs", weed.endpoint_url, weed.access_key, weed.secret_key)
-    w.apply(monkeypatch)
-    return w
+@pytest.fixture
+def world(versions_world: S3World) -> S3World:
+    return versions_world
 
 
 def _bucket(world: S3World) -> str:
-    name = f"vmv-{uuid.uuid4().hex[:12]}"
-    s3 = world.admin()
-    s3.create_bucket(Bucket=name)
-    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
-    return name
-
-
-def _put(world: S3World, bucket: str, key: str, data: bytes) -> str:
-    version: str = world.admin().put_object(Bucket=bucket, Key=key, Body=data)["VersionId"]
-    return version
+    return world.new_versioned_bucket("vmv")
 
 
 def _versions(world: S3World, bucket: str, key: str) -> list[tuple[str, bool]]:
@@ -54,8 +37,8 @@ def _versions(world: S3World, bucket: str, key: str) -> list[tuple[str, bool]]:
 async def test_move_of_a_version(world: S3World, tmp_path: Path) -> None:
     bucket = _bucket(world)
     s3 = world.admin()
-    old = _put(world, bucket, "k", b"old bytes")
-    new = _put(world, bucket, "k", b"new bytes!")
+    old = world.put_version(bucket, "k", b"old bytes")
+    new = world.put_version(bucket, "k", b"new bytes!")
     async with synxfer.Client(endpoint_url=world.endpoint_url) as client:
         result = await client.move(f"s3://{bucket}/k", tmp_path / "k.old", version_id=old)
         assert result.ok
@@ -64,8 +47,8 @@ async def test_move_of_a_version(world: S3World, tmp_path: Path) -> None:
         assert _versions(world, bucket, "k") == [(new, False)]
         assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"new bytes!"
 
-        first = _put(world, bucket, "r", b"first")
-        second = _put(world, bucket, "r", b"second")
+        first = world.put_version(bucket, "r", b"first")
+        second = world.put_version(bucket, "r", b"second")
         dst = f"s3://{bucket}/restored"
         result = await client.move(f"s3://{bucket}/r", dst, version_id=second)
         assert result.ok
@@ -86,8 +69,8 @@ def test_cli_mv_version(
     world = S3World("stock-moto", stock_moto.endpoint_url, "testing", "testing-secret")
     world.apply(monkeypatch)
     bucket = _bucket(world)
-    old = _put(world, bucket, "k", b"old")
-    new = _put(world, bucket, "k", b"newer")
+    old = world.put_version(bucket, "k", b"old")
+    new = world.put_version(bucket, "k", b"newer")
     common = ["--endpoint-url", world.endpoint_url]
     url = f"s3://{bucket}/k"
     assert main(["mv", url, str(tmp_path / "k"), "--version-id", old, *common]) == 0

@@ -9,7 +9,6 @@ of the bucket is untouched; bad input is exit 2 naming the option.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +21,17 @@ from synxfer_servers.faultproxy import FaultProxy
 from ._s3server import S3World
 
 
-@pytest.fixture(params=["stock-moto", "seaweedfs"])
-def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3World:
-    if request.param == "stock-moto":
-        moto = request.getfixturevalue("stock_moto")
-        w = S3World("stock-moto", moto.endpoint_url, "testing", "testing-secret-never-printed")
-    else:
-        weed = request.getfixturevalue("seaweed_session")
-        w = S3World("seaweedfs", weed.endpoint_url, weed.access_key, weed.secret_key)
-    w.apply(monkeypatch)
-    return w
+@pytest.fixture
+def world(versions_world: S3World) -> S3World:
+    return versions_world
 
 
 def _bucket(world: S3World) -> str:
     """A versioned bucket: ``d/a`` (two versions and a delete marker), ``d/a2``,
     ``d/sub/c``, ``d/old`` (written before versioning: version ``null``), and
     ``other/x``."""
-    name = f"rmv-{uuid.uuid4().hex[:12]}"
+    name = world.new_bucket("rmv")
     s3 = world.admin()
-    s3.create_bucket(Bucket=name)
     s3.put_object(Bucket=name, Key="d/old", Body=b"before versioning")
     s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     for key, body in [

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import uuid
 from typing import Any
 
 import pytest
@@ -27,27 +26,17 @@ CONFIG = TransferConfig(max_threads=4, part_size=PART, multipart_threshold=PART,
 SIZE = 2 * PART + 4321  # three ranges
 
 
-@pytest.fixture(params=["stock-moto", "seaweedfs"])
-def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> S3World:
-    if request.param == "stock-moto":
-        moto = request.getfixturevalue("stock_moto")
-        w = S3World("stock-moto", moto.endpoint_url, "testing", "testing-secret-never-printed")
-    else:
-        weed = request.getfixturevalue("seaweed_session")
-        w = S3World("seaweedfs", weed.endpoint_url, weed.access_key, weed.secret_key)
-    w.apply(monkeypatch)
-    return w
+@pytest.fixture
+def world(versions_world: S3World) -> S3World:
+    return versions_world
 
 
 def _two_versions(world: S3World) -> tuple[str, str, bytes, bytes]:
     """A versioned bucket's ``k``: an older version and the current one, of one size."""
-    bucket = f"vst-{uuid.uuid4().hex[:12]}"
-    s3 = world.admin()
-    s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    bucket = world.new_versioned_bucket("vst")
     old, new = random.Random(1).randbytes(SIZE), random.Random(2).randbytes(SIZE)
-    v1 = s3.put_object(Bucket=bucket, Key="k", Body=old)["VersionId"]
-    s3.put_object(Bucket=bucket, Key="k", Body=new)
+    v1 = world.put_version(bucket, "k", old)
+    world.put_version(bucket, "k", new)
     return bucket, v1, old, new
 
 
