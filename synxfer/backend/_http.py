@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -56,6 +55,7 @@ from concurrent.futures import Future
 from typing import Final
 
 from .._exceptions import BackendError, ConfigError, TransientError
+from ._options import choice_of
 from ._protocol import BodyReceiver, Connection, Dropped, HttpResponse, Malformed, TooLarge
 from ._tls import Connected, TlsConnection, TlsThreads
 from ._tls import connect as tls_connect
@@ -417,13 +417,7 @@ class HttpClient:
 
 def _tls_receive(choice: str | None) -> str:
     """The ``https`` receive path: ``choice``, else the environment's, else threads."""
-    where = "tls_receive"
-    if choice is None:
-        choice = os.environ.get(TLS_RECEIVE_ENV) or "threads"
-        where = TLS_RECEIVE_ENV
-    if choice not in _TLS_RECEIVE:
-        raise ConfigError(f"{where}={choice!r}: expected 'threads' or 'loop'")
-    return choice
+    return choice_of(choice, option="tls_receive", env=TLS_RECEIVE_ENV, choices=_TLS_RECEIVE)
 
 
 def _close_made(fut: Future[Connected]) -> None:

@@ -10,8 +10,9 @@ option and the value when it cannot be read.
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .._exceptions import ConfigError
 
@@ -84,3 +85,17 @@ def option_float(
     if not math.isfinite(number) or number < low:
         raise _error(scheme, name, value, f"must be >= {low}")
     return number
+
+
+def choice_of(choice: str | None, *, option: str, env: str, choices: Sequence[str]) -> str:
+    """``choice`` (an ``HttpClient`` argument named ``option``), else the
+    environment variable ``env``, else ``choices[0]``; a value not among
+    ``choices`` is a ConfigError naming where it came from."""
+    where = option
+    if choice is None:
+        choice = os.environ.get(env) or choices[0]
+        where = env
+    if choice not in choices:
+        expected = " or ".join(repr(c) for c in choices)
+        raise ConfigError(f"{where}={choice!r}: expected {expected}")
+    return choice

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     import ctypes
 
-from .._exceptions import ConfigError
+from ._options import choice_of
 
 __all__ = ["NATIVE_ENV", "Native", "load", "native_choice"]
 
@@ -57,13 +57,7 @@ FULL, TIMEOUT, EOF, ERROR = 0, 1, 2, 3
 
 def native_choice(choice: str | None = None) -> str:
     """``auto`` or ``off``: ``choice``, else the environment's; anything else is a ConfigError."""
-    where = "tls_native"
-    if choice is None:
-        choice = os.environ.get(NATIVE_ENV) or "auto"
-        where = NATIVE_ENV
-    if choice not in _CHOICES:
-        raise ConfigError(f"{where}={choice!r}: expected 'auto' or 'off'")
-    return choice
+    return choice_of(choice, option="tls_native", env=NATIVE_ENV, choices=_CHOICES)
 
 
 class Native:
