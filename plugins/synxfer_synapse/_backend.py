@@ -44,6 +44,7 @@ flight within one listing page, default 8).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import calendar
 import json
@@ -94,6 +95,11 @@ __all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
 MIN_PART_SIZE: Final = 5 * MiB
 _SYN_ID = re.compile(r"^syn(\d+)$", re.IGNORECASE)
 _UPLOAD_REQUEST: Final = "org.sagebionetworks.repo.model.file.MultipartUploadRequest"
+#: Files per ``POST /fileHandle/batch`` (the limit Synapse documents for its
+#: batch file-handle calls).
+URL_BATCH: Final = 100
+#: URLs kept for downloads that have not asked yet; past this none are prefetched.
+_PREFETCH_MAX: Final = 4 * URL_BATCH
 
 
 def _expires(url: str) -> float | None:
@@ -139,16 +145,28 @@ class SynapseVendor(UrlVendor):
         self._remotes: dict[str, Remote] = {}
         self._destinations: dict[str, int | None] = {}
         self.pending: dict[str, _Pending] = {}
+        #: Listed keys whose download URLs were not asked for, in listing order.
+        self._unasked: dict[str, None] = {}
+        #: URLs that came with another key's batch: key -> (handle id, URL).
+        self._prefetched: dict[str, tuple[str, SignedUrl]] = {}
+        #: Keys in a batch in flight: key -> (handle id, its URL or None).
+        self._asking: dict[str, tuple[str, asyncio.Future[SignedUrl | None]]] = {}
 
     def __repr__(self) -> str:
         return f"<SynapseVendor {self.backend.url()}>"
 
-    def remember(self, key: str, remote: Remote) -> bool:
+    def remember(self, key: str, remote: Remote, *, listed: bool = False) -> bool:
         """The version a stat or listing saw: what a download of ``key`` reads.
-        True if it replaces another version."""
+        True if it replaces another version. ``listed``: a listing saw it, so
+        its URL may ride along in another download's URL batch."""
         old = self._remotes.get(key)
         self._remotes[key] = remote
-        return old is not None and old.handle_id != remote.handle_id
+        changed = old is not None and old.handle_id != remote.handle_id
+        if changed:
+            self._prefetched.pop(key, None)
+        if listed:
+            self._unasked[key] = None
+        return changed
 
     def remembered(self, key: str) -> Remote | None:
         return self._remotes.get(key)
@@ -156,6 +174,16 @@ class SynapseVendor(UrlVendor):
     # -- downloads -------------------------------------------------------------------
 
     async def download_url(self, key: str) -> SignedUrl:
+        """The pre-signed URL of ``key``'s remembered version.
+
+        One ``POST /fileHandle/batch`` asks for it together with up to
+        ``URL_BATCH - 1`` other listed keys whose URLs were not asked yet (in
+        listing order, which is the order downloads start): a sync of many
+        small files pays one request per batch, not one per file. Those URLs
+        wait here, each with its handle id, until their download asks (an
+        expired one, or one of another handle, is asked again); a listing
+        alone asks for none.
+        """
         url = self.backend.url(key)
         remote = self._remotes.get(key)
         if remote is None:
@@ -163,28 +191,89 @@ class SynapseVendor(UrlVendor):
             if remote is None:
                 raise NotFound(f"no such file in Synapse: {url}", url=url)
             self._remotes[key] = remote
-        doc = await self.rest.call(
-            "POST",
-            "file",
-            "/fileHandle/batch",
-            body={
-                "requestedFiles": [
-                    {
-                        "fileHandleId": remote.handle_id,
-                        "associateObjectId": remote.entity_id,
-                        "associateObjectType": "FileEntity",
-                    }
-                ],
-                "includeFileHandles": False,
-                "includePreSignedURLs": True,
-                "includePreviewPreSignedURLs": False,
-            },
-            url=url,
-            what=f"download URL of {remote.entity_id}",
-        )
-        results = doc.get("requestedFiles") if isinstance(doc, dict) else None
-        result = results[0] if isinstance(results, list) and results else {}
-        failure = result.get("failureCode") if isinstance(result, dict) else None
+        kept = self._prefetched.pop(key, None)
+        if (
+            kept is not None
+            and kept[0] == remote.handle_id
+            and not kept[1].expired(self.backend.expiry_margin)
+        ):
+            return kept[1]
+        asked = self._asking.get(key)
+        if asked is not None and asked[0] == remote.handle_id:
+            signed = await asyncio.shield(asked[1])
+            if signed is not None:
+                return signed
+            # The other download's batch gave no URL for this key: ask alone,
+            # so that its own failure (NOT_FOUND, UNAUTHORIZED) is its own.
+        return await self._ask(key, remote, url)
+
+    def _riders(self, key: str) -> list[tuple[str, Remote]]:
+        """Listed keys whose URLs nobody asked for yet, to ask along with ``key``'s."""
+        self._unasked.pop(key, None)
+        riders: list[tuple[str, Remote]] = []
+        if len(self._prefetched) >= _PREFETCH_MAX:
+            return riders  # downloads are not taking them: ask for no more
+        while self._unasked and len(riders) < URL_BATCH - 1:
+            other = next(iter(self._unasked))
+            del self._unasked[other]
+            remote = self._remotes.get(other)
+            if remote is not None and other not in self._asking and other not in self._prefetched:
+                riders.append((other, remote))
+        return riders
+
+    async def _ask(self, key: str, remote: Remote, url: str) -> SignedUrl:
+        batch = [(key, remote), *self._riders(key)]
+        loop = asyncio.get_running_loop()
+        waits: dict[str, asyncio.Future[SignedUrl | None]] = {}
+        for k, r in batch:
+            waits[k] = loop.create_future()
+            self._asking[k] = (r.handle_id, waits[k])
+        results: dict[str, dict[str, Any]] = {}
+        try:
+            doc = await self.rest.call(
+                "POST",
+                "file",
+                "/fileHandle/batch",
+                body={
+                    "requestedFiles": [
+                        {
+                            "fileHandleId": r.handle_id,
+                            "associateObjectId": r.entity_id,
+                            "associateObjectType": "FileEntity",
+                        }
+                        for _, r in batch
+                    ],
+                    "includeFileHandles": False,
+                    "includePreSignedURLs": True,
+                    "includePreviewPreSignedURLs": False,
+                },
+                url=url,
+                what=f"download URL of {remote.entity_id}",
+            )
+            answers = doc.get("requestedFiles") if isinstance(doc, dict) else None
+            by_handle = {
+                str(a.get("fileHandleId")): a
+                for a in (answers if isinstance(answers, list) else [])
+                if isinstance(a, dict)
+            }
+            for k, r in batch:
+                results[k] = by_handle.get(r.handle_id, {})
+            for k, r in batch[1:]:
+                signed = results[k].get("preSignedURL")
+                if isinstance(signed, str) and signed and not results[k].get("failureCode"):
+                    vended = SignedUrl(signed, expires=_expires(signed))
+                    self._prefetched[k] = (r.handle_id, vended)
+                    waits[k].set_result(vended)
+        finally:
+            for k, _ in batch:
+                if not waits[k].done():
+                    waits[k].set_result(None)  # a waiter asks alone
+                if self._asking.get(k, (None, None))[1] is waits[k]:
+                    del self._asking[k]
+            # The one asked for is returned, not kept: the SDK caches it.
+            self._prefetched.pop(key, None)
+        result = results.get(key, {})
+        failure = result.get("failureCode")
         if failure == "NOT_FOUND":
             self._remotes.pop(key, None)
             raise NotFound(f"file handle {remote.handle_id} of {remote.entity_id} is gone", url=url)
@@ -194,7 +283,7 @@ class SynapseVendor(UrlVendor):
                 "(download) and the entity's sharing settings",
                 url=url,
             )
-        signed = result.get("preSignedURL") if isinstance(result, dict) else None
+        signed = result.get("preSignedURL")
         if not isinstance(signed, str) or not signed:
             raise BackendError(
                 f"the service vended no download URL for {remote.entity_id}", url=url
@@ -502,7 +591,7 @@ class SynapseBackend(UrlBackend):
             queue[0:0] = rest + folders
             for key, remote in await bounded_map(self._read_file, files, self.list_concurrency):
                 if remote is not None:
-                    self.syn.remember(key, remote)
+                    self.syn.remember(key, remote, listed=True)
                     items.append(remote.info(key))
         items.sort(key=lambda i: i.key)
         return ListPage(items, json.dumps({"q": queue}) if queue else None)
@@ -583,6 +672,7 @@ class SynapseBackend(UrlBackend):
             f"/entity/{entity_id}",
             url=self.url(key),
             what=f"delete {entity_id}",
+            ok=(200, 204),  # an empty answer (the local service says 204)
             missing_ok=True,
         )
 

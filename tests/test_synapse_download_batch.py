@@ -1,0 +1,204 @@
+"""syn:// downloads ask for pre-signed URLs in batches (the local Synapse-style service).
+
+A sync of N files used to cost one ``POST /fileHandle/batch`` per file on
+top of the listing's bundle per file; now a download asks for its URL
+together with up to ``URL_BATCH - 1`` listed files' URLs, which wait in the
+vendor with their handle ids. These tests pin what must hold while they
+wait: a listing asks for none, one failing file in a batch fails only
+itself, a URL of an old version or an expired one is never used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synxfer import Client, NotFound, PermissionDenied, RetryPolicy, TransferConfig
+from synxfer.backend import BackendOptions
+from synxfer_synapse import SynapseBackend
+from synxfer_synapse._backend import URL_BATCH
+
+TOKEN = "syn-pat-BATCH-51c0"
+BUCKET = "synapse-batch"
+URLS = "POST /fileHandle/batch"
+
+
+@pytest.fixture(scope="module")
+def service(stock_moto: Any) -> Iterator[Any]:
+    import botocore.session
+
+    from synxfer_servers.synapse import SynapseService
+
+    s3 = botocore.session.Session().create_client(
+        "s3",
+        endpoint_url=stock_moto.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=BUCKET)
+    with SynapseService(
+        str(stock_moto.endpoint_url), BUCKET, access_key="testing", secret_key="testing"
+    ) as svc:
+        yield svc
+
+
+@pytest.fixture
+def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".synapseConfig").write_text(
+        "[endpoints]\n"
+        f"repoEndpoint = {service.repo_endpoint}\n"
+        f"authEndpoint = {service.auth_endpoint}\n"
+        f"fileHandleEndpoint = {service.file_endpoint}\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", TOKEN)
+    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
+    return home
+
+
+def _config() -> TransferConfig:
+    return TransferConfig(retry=RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.05))
+
+
+def _files(root: Path, n: int) -> dict[str, bytes]:
+    files = {f"f{i:03d}.txt": f"file {i}\n".encode() * (i + 1) for i in range(n)}
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return files
+
+
+async def _listed(project: str) -> SynapseBackend:
+    """A backend that has listed the whole project (as a sync does first)."""
+    backend = SynapseBackend(project, BackendOptions())
+    await backend.open()
+    cursor: str | None = None
+    while True:
+        page = await backend.list_page("", cursor)
+        cursor = page.cursor
+        if cursor is None:
+            return backend
+
+
+def test_a_sync_down_asks_one_url_request_per_batch_of_files(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    n = URL_BATCH + 20
+    project = service.create_project("count")
+    files = _files(tmp_path / "src", n)
+    dst = tmp_path / "dst"
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            up = await client.sync_to(tmp_path / "src", f"syn://{project}")
+            assert not up.failures, up.failures
+            before = service.stats().get(URLS, 0)
+            listed = [i async for i in client.ls(f"syn://{project}/", recursive=True)]
+            assert len(listed) == n
+            assert service.stats().get(URLS, 0) == before  # a listing pays for no URL
+            down = await client.sync_from(f"syn://{project}", dst)
+            assert not down.failures, down.failures
+            assert down.files_transferred == n
+            asked = service.stats().get(URLS, 0) - before
+            assert asked <= math.ceil(n / URL_BATCH), asked
+
+    asyncio.run(main())
+    assert {p.name: p.read_bytes() for p in dst.iterdir() if p.is_file()} == files
+
+
+def test_a_missing_and_a_refused_file_in_a_batch_fail_alone(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    project = service.create_project("failures")
+    files = _files(tmp_path / "src", 4)
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
+        backend = await _listed(project)
+        try:
+            refused = backend.syn.remembered("f001.txt")
+            assert refused is not None
+            service.deny(refused.entity_id)
+            gone = SynapseBackend(project, BackendOptions())
+            await gone.open()
+            try:
+                await gone.delete("f002.txt")
+            finally:
+                await gone.aclose()
+            before = service.stats().get(URLS, 0)
+            # The first read asks for all four URLs in one request.
+            assert (await backend.read("f000.txt")).data == files["f000.txt"]
+            assert service.stats().get(URLS, 0) == before + 1
+            with pytest.raises(PermissionDenied) as refused_error:
+                await backend.read("f001.txt")
+            assert refused.entity_id in str(refused_error.value)
+            assert "sharing settings" in str(refused_error.value)
+            with pytest.raises(NotFound):
+                await backend.read("f002.txt")
+            assert (await backend.read("f003.txt")).data == files["f003.txt"]
+            # The two failures asked again, alone (their own errors); f003 asked nothing.
+            assert service.stats().get(URLS, 0) == before + 3
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_new_version_never_gets_the_old_handles_url(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    project = service.create_project("versions")
+    src = tmp_path / "src"
+    _files(src, 2)
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(src, f"syn://{project}")).failures
+            backend = await _listed(project)
+            try:
+                await backend.read("f000.txt")  # f001's URL (version 1) comes along
+                (src / "f001.txt").write_bytes(b"version two\n")
+                await client.upload_file(src / "f001.txt", f"syn://{project}/f001.txt")
+                info = await backend.stat("f001.txt")  # the new version is remembered
+                got = await backend.read("f001.txt")
+                assert got.data == b"version two\n"
+                assert got.info.etag == info.etag
+            finally:
+                await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_url_that_expired_while_waiting_is_asked_again(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    project = service.create_project("expiry")
+    files = _files(tmp_path / "src", 2)
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
+        backend = await _listed(project)
+        try:
+            before = service.stats().get(URLS, 0)
+            # Stock moto does not check expiry: the read of f000 succeeds, and
+            # only the vendor's own check can tell f001's URL has lapsed.
+            service.expire_url_batches(1)
+            assert (await backend.read("f000.txt")).data == files["f000.txt"]
+            assert (await backend.read("f001.txt")).data == files["f001.txt"]
+            assert service.stats().get(URLS, 0) == before + 2
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
