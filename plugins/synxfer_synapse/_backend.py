@@ -292,19 +292,32 @@ class SynapseVendor(UrlVendor):
 
     # -- uploads ---------------------------------------------------------------------
 
-    async def _destination(self, parent: str, key: str) -> int | None:
-        """The storage location new files under ``parent`` go to (asked once per folder)."""
-        if parent not in self._destinations:
-            doc = await self.rest.call(
-                "GET",
-                "file",
-                f"/entity/{parent}/uploadDestination",
-                url=self.backend.url(key),
-                what="upload destination",
-            )
-            location = doc.get("storageLocationId") if isinstance(doc, dict) else None
-            self._destinations[parent] = int(location) if location is not None else None
-        return self._destinations[parent]
+    async def _existing(
+        self, key: str, parent: str, name: str, md5: str, size: int
+    ) -> tuple[str | None, Remote | None]:
+        """``(the entity id at key or None, its current version if it may hold
+        these very bytes)``, with as few requests as what is known allows.
+
+        A folder this backend made knows its children (no lookup); a key a
+        listing or stat of this run saw names its entity (no lookup). A seen
+        version of other content is a new version at once; one that looks the
+        same is read again (it may have changed since), as is one never seen.
+        A stale id costs nothing wrong: ``register`` looks again when the
+        entity is gone or moved, and the PUT carries the entity's etag.
+        """
+        known, entity_id = self.tree.known(parent, name)
+        seen = self._remotes.get(key)
+        if not known:
+            if seen is not None:
+                entity_id = seen.entity_id
+            else:
+                entity_id = await self.tree.child(parent, name, key)
+        if entity_id is None:
+            return None, None
+        other = seen is not None and (seen.md5, seen.size) != (md5, size)
+        if other and seen is not None and seen.entity_id == entity_id:
+            return entity_id, None
+        return entity_id, await self.tree.bundle(entity_id, key)
 
     async def start_upload(self, request: UploadRequest) -> VendedUpload:
         key = request.key
@@ -317,8 +330,7 @@ class SynapseVendor(UrlVendor):
         assert parent is not None
         content_type = request.options.content_type
         # Same content as the entity's current version: nothing to send or register.
-        _, entity_id = await self.tree.lookup(key)
-        existing = None if entity_id is None else await self.tree.bundle(entity_id, key)
+        entity_id, existing = await self._existing(key, parent, name, md5, request.size)
         part_size = max(request.part_size, MIN_PART_SIZE)
         parts = max(1, -(-request.size // part_size))
         if existing is not None and existing.md5 == md5 and existing.size == request.size:
@@ -335,7 +347,7 @@ class SynapseVendor(UrlVendor):
             "fileSizeBytes": request.size,
             "generatePreview": False,
             "partSizeBytes": part_size,
-            "storageLocationId": await self._destination(parent, key),
+            "storageLocationId": await self.tree.destination(parent, key),
         }
         doc = await self.rest.call(
             "POST", "file", "/file/multipart", body=body, url=url, what="start upload"

@@ -8,6 +8,11 @@ changes), files are looked up each time they are asked for (they get new
 versions). Folders are created on demand, once even when many uploads
 into one folder start together (one lock per folder path).
 
+A folder this backend created holds only what it put there (or what a
+concurrent writer did, which a create's 409 reveals), so an upload into it
+needs no lookup: :meth:`Tree.known` answers from what was registered,
+and a new file is one ``POST /entity``.
+
 A File entity's bytes are its current version's file handle: size,
 ``contentMd5`` (hex), content type, and the entity's ``modifiedOn``. Its
 :class:`~synxfer.ObjectInfo` carries the MD5 as ``checksums["md5"]``
@@ -118,6 +123,40 @@ class Tree:
         self.url = url
         self._folders: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Folders this Tree created: every child it made there, by name. Another
+        #: writer's child is found by the 409 a create then gets.
+        self._made: dict[str, dict[str, str]] = {}
+        self._destinations: dict[str, int | None] = {}
+
+    def known(self, parent_id: str, name: str) -> tuple[bool, str | None]:
+        """``(True, the id of name in parent_id or None)`` when this Tree made
+        the folder and so knows its children without asking; else ``(False, None)``."""
+        children = self._made.get(parent_id)
+        if children is None:
+            return False, None
+        return True, children.get(name)
+
+    def _note(self, parent_id: str, name: str, entity_id: str) -> None:
+        children = self._made.get(parent_id)
+        if children is not None:
+            children[name] = entity_id
+
+    async def destination(self, parent_id: str, key: str) -> int | None:
+        """The storage location new files in ``parent_id`` go to: asked once per
+        folder, even when many uploads into it start together."""
+        if parent_id not in self._destinations:
+            async with self._locks.setdefault(f"destination {parent_id}", asyncio.Lock()):
+                if parent_id not in self._destinations:
+                    doc = await self.rest.call(
+                        "GET",
+                        "file",
+                        f"/entity/{parent_id}/uploadDestination",
+                        url=self.url(key),
+                        what="upload destination",
+                    )
+                    location = doc.get("storageLocationId") if isinstance(doc, dict) else None
+                    self._destinations[parent_id] = int(location) if location is not None else None
+        return self._destinations[parent_id]
 
     # -- plain calls -------------------------------------------------------------
 
@@ -250,7 +289,10 @@ class Tree:
             return found
         if not isinstance(doc, dict) or not doc.get("id"):
             raise BackendError("the service sent no id for a new folder", url=self.url(path))
-        return str(doc["id"])
+        made = str(doc["id"])
+        self._note(parent, name, made)
+        self._made[made] = {}
+        return made
 
     # -- files -------------------------------------------------------------------
 
@@ -285,14 +327,16 @@ class Tree:
         """Point the File entity ``name`` in ``parent`` at ``handle_id``: a new
         entity, or a new version of the existing one (as synapseclient's
         store does). Nothing to do when it points there already (a retried
-        completion). ``hinted``: ``hint`` is what a lookup found when the
-        upload started (the entity's id, or None), used on the first attempt
-        instead of a lookup; a conflict makes it look again."""
+        completion). ``hinted``: ``hint`` is what the upload's start knew of
+        the key (the entity's id, or None), used on the first attempt instead
+        of a lookup; a conflict, or a hinted entity gone or moved meanwhile,
+        makes it look again."""
         for attempt in range(3):
-            if hinted and attempt == 0:
-                entity_id = hint
-            else:
+            trusted = not (hinted and attempt == 0)
+            if trusted:
                 entity_id = await self.child(parent, name, key)
+            else:
+                entity_id = hint
             if entity_id is None:
                 try:
                     doc = await self.rest.call(
@@ -311,7 +355,16 @@ class Tree:
                 except Conflict:
                     continue  # someone made it meanwhile: update theirs
             else:
-                entity = await self.entity(entity_id, key)
+                try:
+                    entity = await self.entity(entity_id, key)
+                except NotFound:
+                    if trusted:
+                        raise
+                    continue  # the hinted entity is gone: look again
+                if not trusted and (
+                    str(entity.get("parentId")) != parent or entity.get("name") != name
+                ):
+                    continue  # the hinted entity moved away: look again
                 kind = entity_kind(str(entity.get("concreteType", "")))
                 if kind != "file":
                     raise BackendError(
@@ -337,6 +390,7 @@ class Tree:
                         continue  # changed meanwhile (etag): read it again
             if not isinstance(doc, dict) or not doc.get("id"):
                 raise BackendError("the service sent no entity back", url=self.url(key))
+            self._note(parent, name, str(doc["id"]))
             handle = {"id": handle_id, "contentSize": size, "contentMd5": md5}
             if content_type:
                 handle["contentType"] = content_type

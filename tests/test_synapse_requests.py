@@ -1,0 +1,203 @@
+"""What an upload costs the Synapse service, request by request (issue 35).
+
+On the ``syn://`` path every service request is CPU on the service and a
+round trip for the client, so a new file should cost what Synapse's API
+needs and no more: start, one part-URL batch, an ``add`` per part,
+complete, and the entity's create -- plus, once per folder, its upload
+destination. These tests count the local service's requests by route
+(``SynapseService.stats``) for fresh syncs and for a changed file; the
+counts are exact, so a request that creeps back in fails them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synxfer import Client, MiB, RetryPolicy, TransferConfig
+from synxfer.backend import BackendOptions
+from synxfer_synapse import SynapseBackend
+
+BUCKET = "synapse-requests"
+
+
+@pytest.fixture(scope="module")
+def service(stock_moto: Any) -> Iterator[Any]:
+    import botocore.session
+
+    from synxfer_servers.synapse import SynapseService
+
+    s3: Any = botocore.session.Session().create_client(
+        "s3",
+        endpoint_url=stock_moto.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=BUCKET)
+    with SynapseService(
+        stock_moto.endpoint_url, BUCKET, access_key="testing", secret_key="testing"
+    ) as svc:
+        yield svc
+
+
+@pytest.fixture
+def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".synapseConfig").write_text(
+        "[endpoints]\n"
+        f"repoEndpoint = {service.repo_endpoint}\n"
+        f"authEndpoint = {service.auth_endpoint}\n"
+        f"fileHandleEndpoint = {service.file_endpoint}\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", "syn-pat-requests")
+    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
+    return home
+
+
+def _config(**changes: Any) -> TransferConfig:
+    return TransferConfig(
+        retry=RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05), **changes
+    )
+
+
+def _since(service: Any, before: dict[str, int]) -> dict[str, int]:
+    now = service.stats()
+    return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] != before.get(k, 0)}
+
+
+N = 6
+
+
+def test_a_fresh_sync_of_small_files_costs_five_requests_a_file(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    project = service.create_project("small")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(N):
+        (src / f"f{i}.bin").write_bytes(os.urandom(1000 + i))
+
+    async def main() -> dict[str, int]:
+        async with Client(_config()) as client:
+            before = service.stats()
+            res = await client.sync_to(src, f"syn://{project}/data")
+            assert not res.failures, res.failures
+            assert res.files_transferred == N
+            return _since(service, before)
+
+    assert asyncio.run(main()) == {
+        # Per file: start, its part's URL, add, complete, create.
+        "POST /file/multipart": N,
+        "POST /file/multipart/{up}/presigned/url/batch": N,
+        "PUT /file/multipart/{up}/add/{part}": N,
+        "PUT /file/multipart/{up}/complete": N,
+        "POST /entity": N + 1,  # and the folder
+        # Per run: the container checked, the folder looked up by the listing
+        # and by the first upload, its upload destination asked once.
+        "GET /entity/{id}": 1,
+        "POST /entity/child": 2,
+        "GET /entity/{id}/uploadDestination": 1,
+    }
+
+
+def test_a_fresh_multipart_file_costs_one_url_batch_and_an_add_a_part(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    project = service.create_project("multi")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.bin").write_bytes(os.urandom(12 * MiB))
+
+    async def main() -> dict[str, int]:
+        # One part in flight: parts reach the store in order (the service's
+        # per-part check through moto's ListParts sees an early last part as
+        # missing, which would add a resend to the count).
+        async with Client(_config(part_size=5 * MiB, max_threads=1)) as client:
+            before = service.stats()
+            res = await client.sync_to(src, f"syn://{project}/big")
+            assert not res.failures, res.failures
+            return _since(service, before)
+
+    assert asyncio.run(main()) == {
+        "POST /file/multipart": 1,
+        "POST /file/multipart/{up}/presigned/url/batch": 1,
+        "PUT /file/multipart/{up}/add/{part}": 3,
+        "PUT /file/multipart/{up}/complete": 1,
+        "POST /entity": 2,  # the file and its folder
+        "GET /entity/{id}": 1,  # the container checked
+        "POST /entity/child": 2,  # the folder looked up (listing, first upload)
+        "GET /entity/{id}/uploadDestination": 1,
+    }
+
+
+def test_a_changed_file_is_a_new_version_without_looking_it_up_again(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    project = service.create_project("changed")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        (src / f"f{i}.bin").write_bytes(os.urandom(500 + i))
+    url = f"syn://{project}/data"
+    target = src / "f0.bin"
+
+    async def main() -> tuple[dict[str, int], dict[str, Any]]:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(src, url)).failures
+        st = target.stat()
+        target.write_bytes(b"new content\n")
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**10))
+        async with Client(_config()) as client:
+            before = service.stats()
+            res = await client.sync_to(src, url)
+            assert not res.failures, res.failures
+            assert res.files_transferred == 1
+            changed = _since(service, before)
+        backend = SynapseBackend(project, BackendOptions())
+        await backend.open()
+        try:
+            info = await backend.stat("data/f0.bin")
+            remote = backend.syn.remembered("data/f0.bin")
+            assert remote is not None
+            doc = await backend.rest.call(
+                "GET", "repo", f"/entity/{remote.entity_id}/version", url=url, what="versions"
+            )
+            return changed, {
+                "etag": info.etag,
+                "versions": sorted(v["versionNumber"] for v in doc["results"]),
+            }
+        finally:
+            await backend.aclose()
+
+    changed, after = asyncio.run(main())
+    assert changed == {
+        # The listing: the folder found, its children, each file's entity.
+        # The container, the folder (a folder?), and the file's entity for its etag.
+        "GET /entity/{id}": 3,
+        "POST /entity/child": 1,
+        "POST /entity/children": 1,
+        "POST /entity/{id}/bundle2": 3,
+        # The changed file: no lookup, no second read of what the listing saw.
+        "GET /entity/{id}/uploadDestination": 1,
+        "POST /file/multipart": 1,
+        "POST /file/multipart/{up}/presigned/url/batch": 1,
+        "PUT /file/multipart/{up}/add/{part}": 1,
+        "PUT /file/multipart/{up}/complete": 1,
+        "PUT /entity/{id}": 1,  # newVersion=true: the same entity, version 2
+    }
+    # A new version of the same entity, holding the new bytes.
+    assert after == {
+        "etag": hashlib.md5(b"new content\n").hexdigest(),
+        "versions": [1, 2],
+    }
