@@ -201,3 +201,92 @@ def test_a_changed_file_is_a_new_version_without_looking_it_up_again(
         "etag": hashlib.md5(b"new content\n").hexdigest(),
         "versions": [1, 2],
     }
+
+
+# -- what the upload's start knew may be stale: the entity gone, moved, or made --
+
+
+async def _backend(project: str) -> SynapseBackend:
+    backend = SynapseBackend(project, BackendOptions())
+    await backend.open()
+    return backend
+
+
+async def _versions(backend: SynapseBackend, entity_id: str) -> list[int]:
+    doc = await backend.rest.call(
+        "GET", "repo", f"/entity/{entity_id}/version", url=backend.url(), what="versions"
+    )
+    return sorted(v["versionNumber"] for v in doc["results"])
+
+
+def test_an_entity_deleted_or_moved_since_it_was_seen_is_not_written(
+    service: Any, home: Path
+) -> None:
+    """A stat remembers the entity; it is deleted (or moved away) before the
+    upload completes: the upload makes a new entity at the key, not a
+    version of the gone one (an error) nor of the moved one."""
+    project = service.create_project("stale")
+
+    async def main() -> None:
+        backend = await _backend(project)
+        try:
+            opts = _config().write_options
+            for key in ("gone.txt", "moved.txt"):
+                await backend.put(key, b"first\n", opts)
+                await backend.stat(key)
+                seen = backend.syn.remembered(key)
+                assert seen is not None
+                if key == "gone.txt":
+                    await backend.delete(key)
+                else:
+                    other = await backend.tree.folder("elsewhere", create=True)
+                    entity = await backend.tree.entity(seen.entity_id, key)
+                    entity["parentId"] = other
+                    await backend.rest.call(
+                        "PUT", "repo", f"/entity/{seen.entity_id}", body=entity, url=key, what="mv"
+                    )
+                info = await backend.put(key, b"second\n", opts)
+                assert info.etag == hashlib.md5(b"second\n").hexdigest()
+                now = await backend.tree.remote(key)
+                assert now is not None
+                assert now.entity_id != seen.entity_id
+                assert await _versions(backend, now.entity_id) == [1]
+            moved = await backend.tree.remote("elsewhere/moved.txt")
+            assert moved is not None
+            assert moved.md5 == hashlib.md5(b"first\n").hexdigest()  # left alone
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_file_another_writer_made_in_a_folder_made_here_gets_a_new_version(
+    service: Any, home: Path
+) -> None:
+    """The folder was made by this backend, so it 'knows' the name is free;
+    another writer made the file meanwhile: the create's 409 makes it look,
+    and the other writer's entity gets a new version (no duplicate)."""
+    project = service.create_project("concurrent")
+
+    async def main() -> None:
+        mine, theirs = await _backend(project), await _backend(project)
+        try:
+            opts = _config().write_options
+            await mine.put("d/a.txt", b"mine\n", opts)  # mine made the folder d
+            before = service.stats().get("POST /entity/child", 0)
+            await theirs.put("d/b.txt", b"theirs\n", opts)
+            made = await theirs.tree.remote("d/b.txt")
+            assert made is not None
+            lookups = service.stats().get("POST /entity/child", 0) - before
+            await mine.put("d/b.txt", b"mine too\n", opts)
+            now = await mine.tree.remote("d/b.txt")
+            assert now is not None
+            assert now.entity_id == made.entity_id
+            assert now.md5 == hashlib.md5(b"mine too\n").hexdigest()
+            assert await _versions(mine, made.entity_id) == [1, 2]
+            assert lookups >= 1
+        finally:
+            await mine.aclose()
+            await theirs.aclose()
+
+    asyncio.run(main())
