@@ -22,7 +22,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 from ._backends import Backends
 from ._config import TransferConfig
@@ -30,21 +30,16 @@ from ._customer_key import CustomerKey
 from ._exceptions import ConfigError
 from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location
-from ._versions import check_versioned, listed_versions, open_version, refuse_unversioned
 from .backend import Backend, BackendOptions, resolve
 from .engine.core import Engine
 from .engine.ops import FileList, PlanArgs, TreeOps, overwrite_of, prefix_error, remote, stat_object
-from .engine.stream import (
-    BytesReader,
-    ObjectReader,
-    ObjectStream,
-    Readable,
-    Writable,
-    upload_stream,
-    write_to,
-)
 from .engine.tree import TreeHost
 from .engine.verify import retry_mismatch
+
+if TYPE_CHECKING:
+    # Streams (cp -, Client.open) and versions are imported where they are
+    # used: a plain cp/sync never loads them (tests/test_cli_startup.py).
+    from .engine.stream import ObjectReader, ObjectStream, Readable, Writable
 
 __all__ = ["Client"]
 
@@ -379,12 +374,19 @@ class Client:
         """
         loc = remote(url)
         if versions:
+            from ._versions import refuse_unversioned
+
             refuse_unversioned(loc.scheme, "--all-versions / versions=True")
         backend = await self._backends.open(loc)
         base = loc.key[: loc.key.rfind("/") + 1]
         last_dir = None
-        listing = backend.list_versions(loc.key) if versions else backend.list(loc.key)
-        async for info in listed_versions(listing, loc.scheme) if versions else listing:
+        if versions:
+            from ._versions import listed_versions
+
+            listing = listed_versions(backend.list_versions(loc.key), loc.scheme)
+        else:
+            listing = backend.list(loc.key)
+        async for info in listing:
             if recursive:
                 yield info
                 continue
@@ -496,6 +498,8 @@ class Client:
     ) -> int:
         """Write ``data`` as the object ``url``: one put, or a multipart upload
         whose parts are read from ``data`` as they go; returns the bytes sent."""
+        from .engine.stream import BytesReader
+
         return await self.put_stream(
             url, BytesReader(data), expected_size=len(data), write_options=write_options
         )
@@ -516,6 +520,8 @@ class Client:
         written (the multipart upload is aborted); an empty stream is an
         empty object. syn:// (which wants the content's MD5 first) spools it
         to a temporary file."""
+        from .engine.stream import upload_stream
+
         loc = remote(url)
         if not loc.key or loc.key.endswith("/"):
             raise ConfigError(
@@ -535,6 +541,9 @@ class Client:
     async def _object_stream(
         self, url: str, verb: str, version_id: str | None = None
     ) -> ObjectStream:
+        from ._versions import check_versioned, open_version
+        from .engine.stream import ObjectStream
+
         loc = remote(url)
         if version_id is not None:
             check_versioned(loc, version_id)  # before the backend is opened
@@ -554,6 +563,8 @@ class Client:
         after the last chunk. ``async with client.open(url) as reader``
         cancels the ranges in flight when left early. ``version_id``: that
         version of the object (docs/versions.md), as for the two below."""
+        from .engine.stream import ObjectReader
+
         return ObjectReader(lambda: self._object_stream(url, "read", version_id))
 
     async def get_bytes(self, url: str, *, version_id: str | None = None) -> bytes:
@@ -579,6 +590,8 @@ class Client:
         as they pass; returns the bytes written. A mismatch raises
         IntegrityError after the last byte (what was written cannot be
         recalled); an error writing (BrokenPipeError) cancels the ranges."""
+        from .engine.stream import write_to
+
         return await write_to(await self._object_stream(url, "read", version_id), out)
 
     # -- presigned URLs --------------------------------------------------------

@@ -10,7 +10,6 @@ from pathlib import Path
 from .._models import Action
 from ..backend import Backend
 from .compare import SKIP, Check, Compare, decide_copy, resolve
-from .copy import copy_object
 from .core import Engine, Run
 from .download import download_object
 from .localtree import LocalEntry
@@ -139,6 +138,8 @@ class CopyJob:
         # Data that does not match its checksum is read (and sent) again
         # inside, under the retry policy; a source that vouches for no
         # checksum is copied and counted as not verified (see .copy).
+        from .copy import copy_object  # here: a run without remote copies never needs it
+
         _, verified = await copy_object(
             engine,
             self.src_backend,

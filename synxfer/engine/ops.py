@@ -29,15 +29,6 @@ from typing import Any
 from .._exceptions import BucketNotFound, ConfigError, NotFound
 from .._models import ObjectInfo, TransferResult, WriteOptions
 from .._url import Location, parse_location
-from .._versions import (
-    all_versions_jobs,
-    check_all_versions,
-    check_versioned,
-    check_versioned_copy,
-    delete_version_view,
-    stat_version,
-    version_view,
-)
 from ..backend import Backend
 from .compare import Compare, Overwrite, kept, object_time_ns
 from .core import Job, Run
@@ -113,9 +104,15 @@ class TreeOps:
     ) -> DownloadJob:
         loc = remote(url)
         if version_id is not None:
+            # Versions' code is imported where a version is named: a plain
+            # transfer never loads it (tests/test_cli_startup.py).
+            from .._versions import check_versioned
+
             check_versioned(loc, version_id)  # before the backend is opened
         backend = await self.host.backends.open(loc)
         if version_id is not None:
+            from .._versions import stat_version, version_view
+
             backend = version_view(backend, loc, version_id)
             info = await stat_version(backend, loc.key, url, version_id)
         elif not loc.key or loc.key.endswith("/"):
@@ -145,6 +142,8 @@ class TreeOps:
         backends.check_endpoints(s, d)
         src, dst = await backends.open(s), await backends.writable(d, write_options)
         if version_id is not None:
+            from .._versions import stat_version, version_view
+
             src = version_view(src, s, version_id)
             info = await stat_version(src, s.key, str(s), version_id)
         else:
@@ -231,6 +230,8 @@ class TreeOps:
     ) -> TransferResult:
         s, d = parse_location(src), parse_location(dst)
         if version_id is not None:
+            from .._versions import check_versioned, check_versioned_copy
+
             check_versioned_copy(s, recursive, files)
             check_versioned(s, version_id)
             raw = True
@@ -290,6 +291,8 @@ class TreeOps:
     ) -> TransferResult:
         s, d = parse_location(src), parse_location(dst)
         if version_id is not None:  # that version moves: read, then deleted, by its view
+            from .._versions import check_versioned, check_versioned_copy
+
             check_versioned_copy(s, recursive, None)
             check_versioned(s, version_id)
             raw = True
@@ -356,14 +359,20 @@ class TreeOps:
     ) -> TransferResult:
         loc = remote(url)
         if all_versions:  # every version and delete marker (synxfer._versions)
+            from .._versions import all_versions_jobs, check_all_versions
+
             check_all_versions(loc, recursive, version_id)
             backend = await self.host.backends.open(loc)
             versions = await all_versions_jobs(backend, loc, recursive, filters)
             return await self.execute(versions, dryrun)
         if version_id is not None:
+            from .._versions import check_versioned
+
             check_versioned(loc, version_id)
         backend = await self.host.backends.open(loc)
         if version_id is not None:
+            from .._versions import delete_version_view
+
             view = await delete_version_view(backend, loc, version_id, recursive, filters)
             return await self.execute([DeleteRemoteJob(view, [loc.key])], dryrun)
         if not recursive:
