@@ -96,7 +96,6 @@ from synxfer.backend import (
 from . import _chosen as chosen
 from ._chosen import ChosenUpload
 from ._classify import bucket_not_found, classify
-from ._copy import copy_object
 from ._core import S3Wire, s3_code
 from ._credentials import LazyCredentials, profile_region, profile_s3_setting, resolve_region
 from ._options import (
@@ -109,7 +108,6 @@ from ._options import (
 from ._parts import PartSums, crc32c_b64, multipart_etag
 from ._sse_c import CustomerKeys, unconfirmed
 from ._trust import EndpointTrust, StoredOtherBytes, endpoint_trust
-from ._versions import delete_versions, list_versions_page, version_view
 from ._wire import b64md5, etag_md5, result_checksums
 
 __all__ = ["AddressingStyle", "S3Backend", "check_endpoint_url"]
@@ -666,6 +664,8 @@ class S3Backend(Backend):
         parts at a time. ``copy`` is in ``capabilities.fan_out``: each request
         it sends takes a slot of ``options.requests`` (see :mod:`._copy`).
         """
+        from ._copy import copy_object  # here: a plain transfer never copies
+
         return await copy_object(self, self.bucket, src_key, dst_key, options)
 
     def copy_scope(self) -> object | None:
@@ -690,22 +690,30 @@ class S3Backend(Backend):
     ) -> ObjectInfo:
         """Server-side copy from another bucket of the same :meth:`copy_scope`
         (CopyObject, or UploadPartCopy in parts), as :meth:`copy`."""
+        from ._copy import copy_object
+
         return await copy_object(self, src_bucket, src_key, dst_key, options)
 
     # -- versions ----------------------------------------------------------------
 
     def at_version(self, version_id: str) -> Backend:
         """A view whose HEADs, GETs and DELETEs carry ``versionId`` (:mod:`._versions`)."""
+        from ._versions import version_view  # here: a plain transfer names no version
+
         return version_view(self, version_id)
 
     async def list_versions_page(self, prefix: str, cursor: str | None = None) -> ListPage:
         """One ListObjectVersions page (versions and delete markers)."""
+        from ._versions import list_versions_page
+
         return await list_versions_page(self, prefix, cursor)
 
     async def delete_versions(
         self, items: Sequence[tuple[str, str]]
     ) -> Mapping[tuple[str, str], Exception]:
         """DeleteObjects batches naming each version (:mod:`._versions`)."""
+        from ._versions import delete_versions
+
         return await delete_versions(self, items)
 
     # -- multipart ---------------------------------------------------------------

@@ -30,7 +30,6 @@ from synxfer import (
 from synxfer.backend import Body, HttpResponse
 
 from ._signed import Addressing, SignedClient, s3_code
-from ._tagging import tagging_header
 from ._wire import (
     CHECKSUM_ALGORITHMS,
     BucketList,
@@ -390,6 +389,8 @@ class S3Wire(SignedClient):
                     check_header(field.replace("_", " "), value, self.url(bucket, key))
                     headers[header] = value
             if options.tags:
+                from ._tagging import tagging_header  # here: most puts carry no tags
+
                 headers["x-amz-tagging"] = tagging_header(options.tags)
         return headers
 
