@@ -28,7 +28,6 @@ network trouble          TransientError (the HttpClient's)
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +60,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # here: the date form is rare, and email loads 16 modules
+
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError):
