@@ -47,6 +47,7 @@ never part of an exception message.
 from __future__ import annotations
 
 import asyncio
+import calendar
 import collections
 import ssl
 import time
@@ -413,6 +414,43 @@ class HttpClient:
                         return
                     transport.write(view[start : start + step])
         await conn.wait_answer(timeout)
+
+
+_MONTHS: Final = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
+
+
+def parse_http_date(text: str | None) -> float | None:
+    """An HTTP date (``Last-Modified``) as seconds since the epoch; None if
+    absent or unreadable.
+
+    The form servers send (``Tue, 02 Jan 2024 03:04:05 GMT``) is read here;
+    only the obsolete forms go through :mod:`email.utils`, imported then: it
+    loads some 16 modules that every download's start-up would pay.
+    """
+    if not text:
+        return None
+    parts = text.split()
+    if len(parts) == 6 and parts[5] == "GMT":
+        month = _MONTHS.get(parts[2])
+        clock = parts[4].split(":")
+        if month is not None and len(clock) == 3:
+            try:
+                day, year = int(parts[1]), int(parts[3])
+                hms = (int(clock[0]), int(clock[1]), int(clock[2]))
+                return float(calendar.timegm((year, month, day, *hms, 0, 0, 0)))
+            except ValueError:
+                pass
+    import email.utils
+
+    try:
+        return email.utils.parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
 def _tls_receive(choice: str | None) -> str:

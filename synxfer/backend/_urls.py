@@ -99,7 +99,7 @@ from .._exceptions import (
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ._aio import to_thread_holding
 from ._base import Backend, BackendOptions, Capabilities, Checksum, Payload
-from ._http import BodyTooLarge, HttpClient
+from ._http import BodyTooLarge, HttpClient, parse_http_date
 from ._protocol import HttpResponse
 
 __all__ = [
@@ -805,15 +805,7 @@ def _info_from(response: HttpResponse, key: str, partial: bool) -> ObjectInfo:
         length = headers.get("content-length")
         if length and length.isdigit():
             size = int(length)
-    mtime = None
-    modified = headers.get("last-modified")
-    if modified:
-        import email.utils
-
-        try:
-            mtime = email.utils.parsedate_to_datetime(modified).timestamp()
-        except (TypeError, ValueError):
-            mtime = None
+    mtime = parse_http_date(headers.get("last-modified"))
     sums = checksums_from_headers(headers)
     if partial and "content-md5" in headers:
         # A range's Content-MD5 is the range's, not the object's.
