@@ -7,8 +7,15 @@ everything."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +42,155 @@ def test_parser_and_help_import_no_backend_sdk(argvs: list[list[str]]) -> None:
     )
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == "[]", probe.stdout
+
+
+# -- a plain transfer: what `synxfer cp/sync` of one small file must not load ------
+
+#: Features and schemes a one-file ``cp``/``sync`` does not use: each is
+#: imported where it is used (the code that needs it), never with the CLI.
+_NEVER = (
+    "synxfer._versions",  # --version-id, --all-versions
+    "synxfer.engine.stream",  # cp - (stdin/stdout), Client.open
+    "synxfer.engine.copy",  # remote -> remote copies
+    "synxfer._scaleout",  # --processes, Dask
+    "synxfer.fsspec",
+    "synxfer_gcs",  # other schemes' plugins
+    "synxfer_http",
+    "synxfer_scp",
+    "synxfer_blockstore",
+    "synxfer_file",
+    "synxfer_s3._copy",  # server-side copy
+    "synxfer_s3._tagging",
+    "synxfer_s3._versions",
+    "importlib.metadata",  # an entry-point scan (first-party schemes are a table)
+    "botocore",  # credentials come from the environment here
+    "ctypes",  # the HTTPS receive helper: plain HTTP here
+    "tempfile",
+    "email",  # only an HTTP date in a form S3/Synapse rarely send needs it
+)
+#: A download of one small file keeps no resume journal.
+_NEVER_DOWN = ("sqlite3",)
+
+_TRANSFER_PROBE = """
+import contextlib, io, json, sys
+from synxfer.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main({argv!r})
+print(json.dumps([code, sorted(sys.modules)]))
+"""
+
+_SYN_BUCKET = "startup-syn"
+
+
+def _modules_after(argv: list[str], env: dict[str, str]) -> set[str]:
+    probe = subprocess.run(
+        [sys.executable, "-c", _TRANSFER_PROBE.format(argv=argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert probe.returncode == 0, probe.stderr
+    code, modules = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert code == 0, probe.stderr
+    return set(modules)
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.fixture(scope="module")
+def synapse_home(stock_moto: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The Synapse-style service on stock moto, a Project, and a HOME whose
+    ~/.synapseConfig points at it; yields ``(home, project)``."""
+    import botocore.session
+
+    from synxfer_servers.synapse import SynapseService
+
+    s3: Any = botocore.session.Session().create_client(
+        "s3",
+        endpoint_url=stock_moto.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=_SYN_BUCKET)
+    with SynapseService(
+        stock_moto.endpoint_url, _SYN_BUCKET, access_key="testing", secret_key="testing"
+    ) as svc:
+        home = tmp_path_factory.mktemp("home")
+        (home / ".synapseConfig").write_text(
+            "[default]\nauthtoken = syn-pat-startup\n[endpoints]\n"
+            f"repoEndpoint = {svc.repo_endpoint}\n"
+            f"authEndpoint = {svc.auth_endpoint}\n"
+            f"fileHandleEndpoint = {svc.file_endpoint}\n"
+        )
+        yield home, svc.create_project("startup")
+
+
+@pytest.mark.parametrize("scheme", ["s3", "syn"])
+def test_plain_sync_up_and_down_imports_no_feature_modules(
+    scheme: str, stock_moto: Any, synapse_home: Any, tmp_path: Path
+) -> None:
+    """``synxfer sync`` of one small file, up then down, loads none of the
+    modules of features it does not use (nor the other scheme's plugin)."""
+    env = dict(os.environ)
+    if scheme == "s3":
+        import botocore.session
+
+        bucket = f"startup-{uuid.uuid4().hex[:12]}"
+        s3: Any = botocore.session.Session().create_client(
+            "s3",
+            endpoint_url=stock_moto.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        s3.create_bucket(Bucket=bucket)
+        env["AWS_ENDPOINT_URL"] = stock_moto.endpoint_url
+        remote, other = f"s3://{bucket}/d", "synxfer_synapse"
+    else:
+        home, project = synapse_home
+        env["HOME"] = str(home)
+        remote, other = f"syn://{project}/d", "synxfer_s3"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "one.bin").write_bytes(os.urandom(1000))
+    never = (*_NEVER, other)
+
+    up = _modules_after(["sync", str(src), remote], env)
+    assert _loaded(up, never) == []
+
+    down = _modules_after(["sync", remote, str(tmp_path / "dst")], env)
+    assert (tmp_path / "dst" / "one.bin").read_bytes() == (src / "one.bin").read_bytes()
+    assert _loaded(down, (*never, *_NEVER_DOWN)) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tue, 02 Jan 2024 03:04:05 GMT",  # what servers send: read without email.utils
+        "Sun, 29 Feb 2032 23:59:59 GMT",
+        "Tuesday, 02-Jan-24 03:04:05 GMT",  # obsolete forms: email.utils, as before
+        "Tue, 02 Jan 2024 04:04:05 +0100",
+        "Tue Jan  2 03:04:05 2024",
+    ],
+)
+def test_http_date_is_read_as_email_utils_reads_it(text: str) -> None:
+    """The URL plane's Last-Modified (parse_http_date) gives what
+    ``email.utils.parsedate_to_datetime`` gave it before."""
+    import email.utils
+
+    from synxfer.backend._http import parse_http_date
+
+    assert parse_http_date(text) == email.utils.parsedate_to_datetime(text).timestamp()
+
+
+@pytest.mark.parametrize("text", [None, "", "nonsense", "Tue, 02 Foo 2024 03:04:05 GMT"])
+def test_unreadable_http_date_is_none(text: str | None) -> None:
+    from synxfer.backend._http import parse_http_date
+
+    assert parse_http_date(text) is None
