@@ -33,7 +33,8 @@ How a file comes down: ``stat``/``list_page`` read the entity with its file
 handle (``POST /entity/{id}/bundle2``); the handle's MD5 is the object's
 ``checksums["md5"]``, which the engine checks every download against, and
 its ``etag`` (hex), which ``--checksum`` compares with a local file's MD5.
-A read asks ``POST /fileHandle/batch`` for the handle's pre-signed URL
+A read asks ``POST /fileHandle/batch`` for the handle's pre-signed URL --
+with up to 99 other listed files' (see :meth:`SynapseVendor.download_url`) --
 (cached until it expires; fetched again on a 403) and GETs ranges of it.
 
 Options (``--backend-option syn.NAME=VALUE``): ``repo_endpoint``,
