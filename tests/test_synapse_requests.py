@@ -203,6 +203,35 @@ def test_a_changed_file_is_a_new_version_without_looking_it_up_again(
     }
 
 
+def test_new_files_in_a_listed_folder_are_not_looked_up(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    """A sync lists the destination folder whole: a new file there is one
+    create, no ``/entity/child`` lookup each."""
+    project = service.create_project("listed")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "old.bin").write_bytes(os.urandom(700))
+    url = f"syn://{project}/data"
+
+    async def main() -> dict[str, int]:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(src, url)).failures
+        for i in range(4):
+            (src / f"new{i}.bin").write_bytes(os.urandom(600 + i))
+        async with Client(_config()) as client:  # another run: the folder is not its own
+            before = service.stats()
+            res = await client.sync_to(src, url)
+            assert not res.failures, res.failures
+            assert res.files_transferred == 4
+            return _since(service, before)
+
+    changed = asyncio.run(main())
+    assert changed.get("POST /entity/child") == 1  # the folder, for the listing
+    assert changed.get("POST /entity") == 4
+    assert changed.get("POST /entity/{id}/bundle2") == 1  # old.bin, by the listing
+
+
 # -- what the upload's start knew may be stale: the entity gone, moved, or made --
 
 

@@ -598,6 +598,9 @@ class SynapseBackend(UrlBackend):
                     folders.append([str(child["id"]), f"{path}{name}/", None, ""])
                 elif kind == "file":
                     files.append((str(child["id"]), path + name))
+            if not start:  # every child: uploads into this folder need no lookup
+                page = {str(c.get("name", "")): str(c["id"]) for c in doc.get("page") or []}
+                self.tree.listed(folder_id, page, first=not token, last=not following)
             # Depth first: everything under a folder comes before its siblings,
             # so the keys under any directory are listed together (ls folds them).
             rest = [[folder_id, path, following, start]] if following else []

@@ -9,8 +9,9 @@ versions). Folders are created on demand, once even when many uploads
 into one folder start together (one lock per folder path).
 
 A folder this backend created holds only what it put there (or what a
-concurrent writer did, which a create's 409 reveals), so an upload into it
-needs no lookup: :meth:`Tree.known` answers from what was registered,
+concurrent writer did, which a create's 409 reveals), and one a listing
+read whole holds what it saw (likewise), so an upload into it needs no
+lookup: :meth:`Tree.known` answers from what was registered,
 and a new file is one ``POST /entity``.
 
 A File entity's bytes are its current version's file handle: size,
@@ -123,18 +124,36 @@ class Tree:
         self.url = url
         self._folders: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        #: Folders this Tree created: every child it made there, by name. Another
-        #: writer's child is found by the 409 a create then gets.
+        #: Folders whose every child this Tree knows, by name: those it created
+        #: (and what it made there) and those a listing read whole. Another
+        #: writer's child since is found by the 409 a create then gets.
         self._made: dict[str, dict[str, str]] = {}
+        #: Folders a listing is reading, from their first page on.
+        self._listing: dict[str, dict[str, str]] = {}
         self._destinations: dict[str, int | None] = {}
 
     def known(self, parent_id: str, name: str) -> tuple[bool, str | None]:
         """``(True, the id of name in parent_id or None)`` when this Tree made
-        the folder and so knows its children without asking; else ``(False, None)``."""
+        the folder or listed it whole, and so knows its children without
+        asking; else ``(False, None)``."""
         children = self._made.get(parent_id)
         if children is None:
             return False, None
         return True, children.get(name)
+
+    def listed(self, folder_id: str, page: Mapping[str, str], *, first: bool, last: bool) -> None:
+        """One page of ``folder_id``'s children (name -> id) from a listing of
+        them all; after its last page (read from the first here) the folder's
+        children are :meth:`known`."""
+        if first:
+            self._listing[folder_id] = {}
+        seen = self._listing.get(folder_id)
+        if seen is None:
+            return  # its first page was read elsewhere: not known whole
+        seen.update(page)
+        if last:
+            del self._listing[folder_id]
+            self._made.setdefault(folder_id, {}).update(seen)
 
     def _note(self, parent_id: str, name: str, entity_id: str) -> None:
         children = self._made.get(parent_id)
