@@ -47,10 +47,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import calendar
+import datetime as _dt
 import json
 import re
-import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -96,25 +95,39 @@ __all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
 MIN_PART_SIZE: Final = 5 * MiB
 _SYN_ID = re.compile(r"^syn(\d+)$", re.IGNORECASE)
 _UPLOAD_REQUEST: Final = "org.sagebionetworks.repo.model.file.MultipartUploadRequest"
+_AMZ_DATE = re.compile(r"[?&]X-Amz-Date=(\d{8}T\d{6}Z)(?:&|$)")
+_AMZ_EXPIRES = re.compile(r"[?&]X-Amz-Expires=(\d+)(?:&|$)")
 #: Files per ``POST /fileHandle/batch`` (the limit Synapse documents for its
 #: batch file-handle calls).
 URL_BATCH: Final = 100
-#: URLs kept for downloads that have not asked yet; past this none are prefetched.
+#: URLs kept for downloads that have not asked yet; past this the oldest are dropped.
 _PREFETCH_MAX: Final = 4 * URL_BATCH
 
 
 def _expires(url: str) -> float | None:
-    """When a SigV4 pre-signed URL lapses (``X-Amz-Date`` + ``X-Amz-Expires``), if it says."""
-    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-    date = (query.get("X-Amz-Date") or [""])[0]
-    seconds = (query.get("X-Amz-Expires") or [""])[0]
-    if not date or not seconds.isdigit():
+    """When a SigV4 pre-signed URL lapses (``X-Amz-Date`` + ``X-Amz-Expires``), if it says.
+
+    Read with two searches rather than ``parse_qs`` and ``strptime``: it runs
+    for every URL vended, a part or a download each (a small file's share of
+    the client's CPU, see docs/decisions/synapse-upload-requests.md)."""
+    date = _AMZ_DATE.search(url)
+    seconds = _AMZ_EXPIRES.search(url)
+    if date is None or seconds is None:
         return None
+    d = date.group(1)
     try:
-        start = calendar.timegm(time.strptime(date, "%Y%m%dT%H%M%SZ"))
+        start = _dt.datetime(
+            int(d[0:4]),
+            int(d[4:6]),
+            int(d[6:8]),
+            int(d[9:11]),
+            int(d[11:13]),
+            int(d[13:15]),
+            tzinfo=_dt.UTC,
+        ).timestamp()
     except ValueError:
         return None
-    return start + int(seconds)
+    return start + int(seconds.group(1))
 
 
 @dataclass(slots=True)
@@ -212,8 +225,6 @@ class SynapseVendor(UrlVendor):
         """Listed keys whose URLs nobody asked for yet, to ask along with ``key``'s."""
         self._unasked.pop(key, None)
         riders: list[tuple[str, Remote]] = []
-        if len(self._prefetched) >= _PREFETCH_MAX:
-            return riders  # downloads are not taking them: ask for no more
         while self._unasked and len(riders) < URL_BATCH - 1:
             other = next(iter(self._unasked))
             del self._unasked[other]
@@ -264,6 +275,10 @@ class SynapseVendor(UrlVendor):
                 if isinstance(signed, str) and signed and not results[k].get("failureCode"):
                     vended = SignedUrl(signed, expires=_expires(signed))
                     self._prefetched[k] = (r.handle_id, vended)
+                    if len(self._prefetched) > _PREFETCH_MAX:
+                        # The oldest were listed first: files the transfer passed
+                        # by (a sync's unchanged ones), whose downloads never ask.
+                        del self._prefetched[next(iter(self._prefetched))]
                     waits[k].set_result(vended)
         finally:
             for k, _ in batch:
