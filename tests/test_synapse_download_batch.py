@@ -202,3 +202,31 @@ def test_a_url_that_expired_while_waiting_is_asked_again(
             await backend.aclose()
 
     asyncio.run(main())
+
+
+def test_urls_no_download_takes_make_room_for_the_next_batch(
+    service: Any, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync that skips most files leaves their URLs unused: the oldest are
+    dropped, and batching goes on (it once stopped, one request a file again)."""
+    import synxfer_synapse._backend as syn_backend
+
+    monkeypatch.setattr(syn_backend, "URL_BATCH", 4)
+    monkeypatch.setattr(syn_backend, "_PREFETCH_MAX", 6)
+    project = service.create_project("skips")
+    files = _files(tmp_path / "src", 12)
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
+        backend = await _listed(project)
+        try:
+            before = service.stats().get(URLS, 0)
+            # Each asks for 4 URLs; f001-f003 and f005-f007 are never read.
+            for name in ("f000.txt", "f004.txt", "f008.txt", "f009.txt", "f010.txt"):
+                assert (await backend.read(name)).data == files[name]
+            assert service.stats().get(URLS, 0) == before + 3
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
