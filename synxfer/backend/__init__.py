@@ -73,18 +73,22 @@ from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
 from ._registry import available_schemes, open_backend, register, resolve
 from ._requests import UNLIMITED, RequestLimiter
-from ._urls import (
-    SignedUrl,
-    UploadRequest,
-    UrlBackend,
-    UrlVendor,
-    VendedUpload,
-    checksums_from_headers,
-    md5_header_allowed,
-    put_url,
-    read_url_into,
-    redact_url,
-)
+
+if _TYPE_CHECKING:
+    # The URL plane is imported on first use (``__getattr__`` below): a
+    # backend that signs its own requests (S3) never loads it.
+    from ._urls import (
+        SignedUrl,
+        UploadRequest,
+        UrlBackend,
+        UrlVendor,
+        VendedUpload,
+        checksums_from_headers,
+        md5_header_allowed,
+        put_url,
+        read_url_into,
+        redact_url,
+    )
 
 __all__ = [
     "CANNED_ACLS",
@@ -134,6 +138,22 @@ __all__ = [
 ]
 
 
+#: The URL plane's names (:mod:`._urls`), loaded when one is first asked for.
+_URL_PLANE = frozenset(
+    {
+        "SignedUrl",
+        "UploadRequest",
+        "UrlBackend",
+        "UrlVendor",
+        "VendedUpload",
+        "checksums_from_headers",
+        "md5_header_allowed",
+        "put_url",
+        "read_url_into",
+        "redact_url",
+    }
+)
+
 #: Names this package used to repeat from :mod:`synxfer` (the errors, the
 #: values, the units), and the private module each lives in. Each has one
 #: address, ``synxfer``; the old one still resolves, with a DeprecationWarning,
@@ -164,6 +184,12 @@ _MOVED = {
 if not _TYPE_CHECKING:
 
     def __getattr__(name: str) -> _Any:
+        if name in _URL_PLANE:
+            from . import _urls
+
+            value = getattr(_urls, name)
+            globals()[name] = value  # once: later lookups find it directly
+            return value
         module = _MOVED.get(name)
         if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
