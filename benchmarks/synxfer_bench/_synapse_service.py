@@ -7,7 +7,8 @@ synxfer_bench._synapse_service`` starts
 :class:`synxfer_servers.synapse.SynapseService` with the S3 endpoint,
 bucket and region from its arguments and the S3 keys from
 ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (never from argv, which
-``ps`` shows), prints one JSON line with its endpoints, and then answers
+``ps`` shows), serves HTTPS when given ``--cert`` and ``--key`` (PEM
+files; HTTP otherwise), prints one JSON line with its endpoints, and then answers
 one JSON line per command line on stdin:
 
 * ``project NAME`` -> ``{"id": "syn1000"}``
@@ -29,7 +30,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--s3", required=True, metavar="URL")
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--region", default="us-east-1")
+    parser.add_argument("--cert", metavar="PEM", help="serve HTTPS with this certificate chain")
+    parser.add_argument("--key", metavar="PEM", help="the certificate's private key")
     args = parser.parse_args(argv)
+    if (args.cert is None) != (args.key is None):
+        parser.error("--cert and --key go together (HTTPS), or neither (HTTP)")
+    context = None
+    if args.cert is not None:
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.cert, args.key)
 
     from synxfer_servers.synapse import SynapseService
 
@@ -39,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_key=os.environ["AWS_ACCESS_KEY_ID"],
         secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
         region=args.region,
+        ssl_context=context,
     )
     service.start()
     try:

@@ -178,6 +178,7 @@ def _add_run(sub: argparse._SubParsersAction[_BenchParser]) -> None:
             "embedded (moto on 127.0.0.1), seaweedfs (started on 127.0.0.1), seaweedfs-tls "
             "(the same over HTTPS, a CA made for the run, every tool verifying it), synapse "
             "(SeaweedFS behind the local Synapse-style service, for synapse-path), "
+            "synapse-tls (the same with every hop HTTPS, verified), "
             "or a URL like s3://bucket/prefix (credentials from the usual chains); "
             "default: the scenario's (seaweedfs for speed), else embedded"
         ),
@@ -513,7 +514,7 @@ def _tool_names(args: argparse.Namespace, parser: Parser, scenario: Scenario | N
 
     every: tuple[str, ...] = ALL_TOOLS
     known: tuple[str, ...] = KNOWN_TOOLS
-    if _target_spec(args) == "synapse":
+    if _target_spec(args) in ("synapse", "synapse-tls"):
         every = known = tuple(SYNAPSE_TOOLS)  # the synapse path's own columns
     default = "synxfer"
     if args.scenario and scenario is not None:

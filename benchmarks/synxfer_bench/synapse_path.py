@@ -11,7 +11,11 @@ SeaweedFS, as Synapse vends S3 URLs:
   is measured apart from the clients' and the store's. It counts, per run,
   the service's requests (its stats) and CPU, and the store's S3 requests
   (``SeaweedFS_s3_request_total``: counted by the store itself, so no proxy
-  sits in the data path). The service is started afresh for every tool's
+  sits in the data path). :class:`SynapseTlsTarget` (``--target
+  synapse-tls``) is the same with every hop HTTPS and verified, as real
+  Synapse and S3 are: the store as :class:`~.targets.SeaweedTlsTarget`
+  serves it, the service with a certificate from the same run's CA, its
+  pre-signed URLs ``https://``. The service is started afresh for every tool's
   run of a row: like Synapse, it answers a multipart upload identical to a
   finished one with that upload's file handle, so a second tool -- or the
   same tool's next round -- would move no bytes.
@@ -49,14 +53,16 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from .measure import tree_cpu_seconds
 from .runner import BenchError
-from .targets import HOST, SeaweedTarget, _free_ports
+from .targets import HOST, SeaweedTarget, SeaweedTlsTarget, _free_ports
 from .tools import AwsCliTool, Command, Op, Peers, S5cmdTool, SynxferTool, Tool
 
 if TYPE_CHECKING:
+    import ssl
+
     from .report import ScenarioReport
     from .runner import Measurement
 
@@ -67,6 +73,7 @@ __all__ = [
     "ServiceProcess",
     "SynapseClientTool",
     "SynapsePathTarget",
+    "SynapseTlsTarget",
     "SynxferSynTool",
     "make_synapse_tools",
     "report_lines",
@@ -98,16 +105,25 @@ class ServiceProcess:
     """The Synapse-style service in its own process (``python -m synxfer_bench._synapse_service``).
 
     The S3 keys reach it in its environment, never on its command line.
+    ``tls``: (certificate chain, key) PEM files to serve HTTPS with.
     """
 
     def __init__(
-        self, s3_endpoint: str, bucket: str, *, region: str, env: Mapping[str, str], log_dir: Path
+        self,
+        s3_endpoint: str,
+        bucket: str,
+        *,
+        region: str,
+        env: Mapping[str, str],
+        log_dir: Path,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         self.s3_endpoint = s3_endpoint
         self.bucket = bucket
         self.region = region
         self.env = dict(env)
         self.log_dir = log_dir
+        self.tls = tls
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[bytes] | None = None
         self.repo = self.auth = self.file = ""
@@ -125,6 +141,8 @@ class ServiceProcess:
         self._log = (self.log_dir / "synapse-service.log").open("ab")
         argv = [sys.executable, "-m", "synxfer_bench._synapse_service"]
         argv += ["--s3", self.s3_endpoint, "--bucket", self.bucket, "--region", self.region]
+        if self.tls is not None:
+            argv += ["--cert", str(self.tls[0]), "--key", str(self.tls[1])]
         self._proc = subprocess.Popen(
             argv,
             env=self.env,
@@ -234,13 +252,24 @@ class SynapsePathTarget(SeaweedTarget):
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env["AWS_ACCESS_KEY_ID"] = self.access_key
         env["AWS_SECRET_ACCESS_KEY"] = self.secret_key
+        if self.ca_file is not None:
+            env["AWS_CA_BUNDLE"] = str(self.ca_file)  # botocore's, for the store's HTTPS
         service = ServiceProcess(
-            self.endpoint_url, self.bucket, region=self.region, env=env, log_dir=self.root / "logs"
+            self.endpoint_url,
+            self.bucket,
+            region=self.region,
+            env=env,
+            log_dir=self.root / "logs",
+            tls=self._service_tls(),
         )
         self.service = service
         service.start()
         self._projects += 1
         self.project = service.create_project(f"synxfer-bench-{self._projects}")
+
+    def _service_tls(self) -> tuple[Path, Path] | None:
+        """The service's certificate chain and key (None: it serves HTTP)."""
+        return None
 
     def _stop_service(self) -> None:
         service, self.service = self.service, None
@@ -322,9 +351,18 @@ class SynapsePathTarget(SeaweedTarget):
             method=method,
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        with urllib.request.urlopen(request, timeout=60, context=self._ssl) as answer:
             raw = answer.read()
         return json.loads(raw) if raw else None
+
+    @property
+    def _ssl(self) -> ssl.SSLContext | None:
+        """A context that trusts the run's CA (None: the default, for HTTP)."""
+        if self.ca_file is None:
+            return None
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.ca_file))
 
     def _folder_id(self, path: str) -> str | None:
         parent = self.project
@@ -391,6 +429,33 @@ class SynapsePathTarget(SeaweedTarget):
         self._start_service()
 
 
+class SynapseTlsTarget(SynapsePathTarget, SeaweedTlsTarget):
+    """:class:`SynapsePathTarget` with every hop HTTPS and verified (``--target synapse-tls``).
+
+    Real Synapse and real S3 pre-signed URLs are HTTPS; plain HTTP is the
+    lab's. The store serves S3 over TLS only (:class:`SeaweedTlsTarget`:
+    a CA made for the run), the service serves HTTPS with the same
+    certificate and presigns against the https endpoint (trusting the CA
+    through ``AWS_CA_BUNDLE``), and every client trusts that CA only, each
+    through the variable its HTTP stack reads -- so a tool that skipped
+    verification, or fell back to plain HTTP, would fail.
+    """
+
+    name = "synapse-tls"
+
+    def _service_tls(self) -> tuple[Path, Path] | None:
+        return self._cert_and_key
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "server": "SeaweedFS weed mini behind the local Synapse-style service "
+            "(synxfer_servers.synapse, its own process), every hop over HTTPS (TLS; a CA "
+            "made for the run, verified by every tool)",
+            "tls": True,
+        }
+
+
 def sum_counter(text: str, name: str) -> float:
     """The sum of a Prometheus counter's samples over all label sets in ``text``."""
     total = 0.0
@@ -410,9 +475,15 @@ def sum_counter(text: str, name: str) -> float:
 # --------------------------------------------------------------------------- the tools
 
 
-def _scrubbed_env(target: SynapsePathTarget, home: Path) -> dict[str, str]:
-    """The environment of a Synapse client: a fresh HOME, no storage credentials."""
+def _scrubbed_env(
+    target: SynapsePathTarget, home: Path, ca_variables: Sequence[str] = ()
+) -> dict[str, str]:
+    """The environment of a Synapse client: a fresh HOME, no storage credentials, and
+    the target's CA (when it has one) in ``ca_variables``, those the client reads."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SYNAPSE_"))}
+    if target.ca_file is not None:
+        for name in ca_variables:
+            env[name] = str(target.ca_file)
     env["HOME"] = str(home)
     env["XDG_CACHE_HOME"] = str(home / ".cache")
     # Off for the clients under test: no telemetry exporter, no update check.
@@ -436,7 +507,10 @@ def _fresh_home(scratch: Path) -> Path:
 
 def _need_target(target: object) -> str | None:
     if not isinstance(target, SynapsePathTarget):
-        return "needs the synapse target (the local Synapse-style service): --target synapse"
+        return (
+            "needs the synapse target (the local Synapse-style service): --target synapse "
+            "(or synapse-tls)"
+        )
     return None
 
 
@@ -444,6 +518,9 @@ class SynapseClientTool(Tool):
     """One of synapseclient's interfaces, driven by ``_synapseclient_peer`` in a subprocess."""
 
     name = "synapseclient"
+    #: synapseclient 4.14 talks to the service with requests (REQUESTS_CA_BUNDLE) and
+    #: httpx (SSL_CERT_FILE), and fetches pre-signed URLs with both.
+    ca_variables: ClassVar[tuple[str, ...]] = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
     def __init__(self, mode: str, label: str) -> None:
         super().__init__(label)
@@ -492,7 +569,7 @@ class SynapseClientTool(Tool):
         argv += ["--project", target.project, "--path", target.folder_path(op.prefix)]
         if op.concurrency is not None:
             argv += ["--threads", str(op.concurrency)]
-        return Command(argv, _scrubbed_env(target, home))
+        return Command(argv, _scrubbed_env(target, home, self.ca_variables))
 
 
 class SynxferSynTool(SynxferTool):
@@ -525,7 +602,7 @@ class SynxferSynTool(SynxferTool):
         if op.concurrency is not None:
             options += ["--max-threads", str(op.concurrency)]
         argv = [sys.executable, "-m", "synxfer.cli.main", *args, "-q", *options]
-        env = _scrubbed_env(target, home)
+        env = _scrubbed_env(target, home, (self.ca_variable,))
         env["XDG_CACHE_HOME"] = str(scratch / "cache")
         return Command(argv, env)
 

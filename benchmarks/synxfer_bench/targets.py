@@ -793,7 +793,7 @@ def make_target(
     peers_venv: Path | None = None,
     keep_data: bool = False,
 ) -> Target:
-    """``embedded``, ``seaweedfs``, ``seaweedfs-tls``, ``synapse`` or a URL (see the module docs).
+    """``embedded``, ``seaweedfs(-tls)``, ``synapse(-tls)`` or a URL (see the module docs).
 
     ``keep_data`` leaves a local server's data directory in place after the run.
     """
@@ -807,10 +807,15 @@ def make_target(
         from .synapse_path import SynapsePathTarget
 
         return SynapsePathTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
+    if spec == "synapse-tls":
+        from .synapse_path import SynapseTlsTarget
+
+        return SynapseTlsTarget(work_dir, peers_venv=peers_venv, keep_data=keep_data)
     if "://" in spec:
         return UrlTarget(spec, endpoint_url=endpoint_url)
     raise BenchError(
         f"unknown target {spec!r}: use embedded, seaweedfs, seaweedfs-tls (the same over "
-        "HTTPS), synapse (SeaweedFS behind the local Synapse-style service) or a URL like "
+        "HTTPS), synapse (SeaweedFS behind the local Synapse-style service), synapse-tls (the "
+        "same over HTTPS) or a URL like "
         "s3://bucket/p"
     )

@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Self
 from .s3 import HOST
 
 if TYPE_CHECKING:
+    import ssl
+
     from werkzeug.serving import BaseWSGIServer
     from werkzeug.wrappers import Request, Response
 
@@ -202,6 +204,10 @@ class SynapseService:
 
     ``token``: the only bearer token accepted (default: any). ``url_lifetime``
     (settable while running): seconds a pre-signed URL stays valid.
+    ``ssl_context``: serve HTTPS with it (its certificate chain loaded), as
+    the real Synapse does; the endpoints are then ``https://``. The pre-signed
+    URLs' scheme is the S3 endpoint's, whose CA botocore finds in
+    ``AWS_CA_BUNDLE``.
     """
 
     def __init__(
@@ -215,8 +221,10 @@ class SynapseService:
         token: str | None = None,
         url_lifetime: float = 900.0,
         port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.s3_endpoint = s3_endpoint
+        self.ssl_context = ssl_context
         self.bucket = bucket
         self.region = region
         self.url_lifetime = url_lifetime
@@ -281,7 +289,12 @@ class SynapseService:
         self._s3 = self._make_s3_client()
         self._check_bucket()
         self._server = make_server(
-            HOST, self.port, self._wsgi, threaded=True, request_handler=QuietHandler
+            HOST,
+            self.port,
+            self._wsgi,
+            threaded=True,
+            request_handler=QuietHandler,
+            ssl_context=self.ssl_context,
         )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
@@ -302,7 +315,8 @@ class SynapseService:
             self._thread = None
 
     def _base(self, service: str) -> str:
-        return f"http://{HOST}:{self.port}/{service}/v1"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://{HOST}:{self.port}/{service}/v1"
 
     @property
     def repo_endpoint(self) -> str:
