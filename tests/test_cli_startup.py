@@ -52,6 +52,7 @@ _NEVER = (
     "synxfer._versions",  # --version-id, --all-versions
     "synxfer.engine.stream",  # cp - (stdin/stdout), Client.open
     "synxfer.engine.copy",  # remote -> remote copies
+    "synxfer.engine.prehash",  # the MD5 pre-pass of a multipart upload to syn://
     "synxfer._scaleout",  # --processes, Dask
     "synxfer.fsspec",
     "synxfer_gcs",  # other schemes' plugins

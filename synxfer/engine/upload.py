@@ -25,6 +25,7 @@ import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError, NotFound, SourceChangedError
 from .._models import CompletedPart, MultipartUpload, WriteOptions
@@ -36,8 +37,10 @@ from .journal import UploadEntry
 from .localfile import Identity, LocalFile, identity, read_whole_file, source_changed
 from .meta import MTIME_KEY, PART_SIZE_KEY, format_mtime, guess_content_type, upload_options
 from .parts import Part, checksum_of, etag_parts, plan_part_size, split
-from .prehash import PrePass, prehash_file, with_digests
 from .scheduler import Lease
+
+if TYPE_CHECKING:
+    from .prehash import PrePass
 
 __all__ = ["abort_abandoned_uploads", "abort_upload", "journal_new_upload", "upload_path"]
 
@@ -115,7 +118,10 @@ async def upload_path(
         part_size = plan_part_size(size, cfg.part_size, caps)
         metadata[PART_SIZE_KEY] = str(part_size)
         dest = backend.url(key)
-        # The service wants the file's MD5 before the upload starts (prehash.py).
+        # The service wants the file's MD5 before the upload starts (prehash.py,
+        # imported here: a file sent in one request never needs it).
+        from .prehash import prehash_file, with_digests
+
         pre = await prehash_file(engine, f, size, part_size) if caps.needs_content_md5 else None
         chosen = base.checksum_algorithm
         upload, done = await _resume_upload(engine, backend, key, f, before, part_size, chosen)
