@@ -104,9 +104,9 @@ def test_a_fresh_sync_of_small_files_costs_five_requests_a_file(
         "PUT /file/multipart/{up}/complete": N,
         "POST /entity": N + 1,  # and the folder
         # Per run: the container checked, the folder looked up by the listing
-        # and by the first upload, its upload destination asked once.
+        # (then made without looking again), its upload destination asked once.
         "GET /entity/{id}": 1,
-        "POST /entity/child": 2,
+        "POST /entity/child": 1,
         "GET /entity/{id}/uploadDestination": 1,
     }
 
@@ -136,7 +136,7 @@ def test_a_fresh_multipart_file_costs_one_url_batch_and_an_add_a_part(
         "PUT /file/multipart/{up}/complete": 1,
         "POST /entity": 2,  # the file and its folder
         "GET /entity/{id}": 1,  # the container checked
-        "POST /entity/child": 2,  # the folder looked up (listing, first upload)
+        "POST /entity/child": 1,  # the folder looked up, by the listing
         "GET /entity/{id}/uploadDestination": 1,
     }
 
@@ -314,6 +314,33 @@ def test_a_file_another_writer_made_in_a_folder_made_here_gets_a_new_version(
             assert now.md5 == hashlib.md5(b"mine too\n").hexdigest()
             assert await _versions(mine, made.entity_id) == [1, 2]
             assert lookups >= 1
+        finally:
+            await mine.aclose()
+            await theirs.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_folder_seen_missing_then_made_by_another_writer_is_used(
+    service: Any, home: Path
+) -> None:
+    """A listing found the folder missing, so the upload creates it without
+    looking again; another writer made it meanwhile: the create's 409 makes
+    it use theirs (one folder, both files in it)."""
+    project = service.create_project("folder-race")
+
+    async def main() -> None:
+        mine, theirs = await _backend(project), await _backend(project)
+        try:
+            opts = _config().write_options
+            assert await mine.tree.folder("x", create=False) is None
+            await theirs.put("x/theirs.txt", b"theirs\n", opts)
+            await mine.put("x/mine.txt", b"mine\n", opts)
+            assert await mine.tree.folder("x", create=False) == await theirs.tree.folder(
+                "x", create=False
+            )
+            listed = [i.key async for i in theirs.list("x/")]
+            assert listed == ["x/mine.txt", "x/theirs.txt"]
         finally:
             await mine.aclose()
             await theirs.aclose()

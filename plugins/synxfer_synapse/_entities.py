@@ -128,6 +128,8 @@ class Tree:
         #: (and what it made there) and those a listing read whole. Another
         #: writer's child since is found by the 409 a create then gets.
         self._made: dict[str, dict[str, str]] = {}
+        #: Folder paths a lookup found missing (not cached as found ones are).
+        self._absent: set[str] = set()
         #: Folders a listing is reading, from their first page on.
         self._listing: dict[str, dict[str, str]] = {}
         self._destinations: dict[str, int | None] = {}
@@ -249,11 +251,17 @@ class Tree:
             parent = await self.folder(parent_path, create=create)
             if parent is None:
                 return None
-            found = await self._child_folder(parent, name, path)
+            # Known missing (a listing looked, or the parent's children are
+            # known): create at once; one made meanwhile is the create's 409.
+            known, child = self.known(parent, name)
+            missing = create and (path in self._absent or (known and child is None))
+            found = None if missing else await self._child_folder(parent, name, path)
             if found is None:
                 if not create:
+                    self._absent.add(path)
                     return None
                 found = await self._create_folder(parent, name, path)
+            self._absent.discard(path)
             self._folders[path] = found
             return found
 
