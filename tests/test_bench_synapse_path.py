@@ -305,7 +305,9 @@ def test_synapse_tls_every_hop_is_https_and_verified(tmp_path: Path) -> None:
         assert str(target.endpoint_url).startswith("https://127.0.0.1:")
         config = target.synapse_config(tmp_path / "home").read_text()
         for key in ("repoEndpoint", "authEndpoint", "fileHandleEndpoint"):
-            assert f"{key} = https://127.0.0.1:" in config, config
+            assert f"{key} = https://127.0.0.1:" in config, [
+                line for line in config.splitlines() if "Endpoint" in line
+            ]
         assert _probe_part_url(target).startswith(str(target.endpoint_url) + "/")
         # The service's certificate verifies against the run's CA, and against no other.
         other = ssl.create_default_context()
