@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 
-from synxfer import Client, NotFound, PermissionDenied, RetryPolicy, TransferConfig
+from synxfer import (
+    Client,
+    NotFound,
+    PermissionDenied,
+    RetryPolicy,
+    TransferConfig,
+    TransientError,
+)
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 from synxfer_synapse._backend import URL_BATCH
@@ -226,6 +233,32 @@ def test_urls_no_download_takes_make_room_for_the_next_batch(
             for name in ("f000.txt", "f004.txt", "f008.txt", "f009.txt", "f010.txt"):
                 assert (await backend.read(name)).data == files[name]
             assert service.stats().get(URLS, 0) == before + 3
+        finally:
+            await backend.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_batch_the_service_fails_is_asked_again_whole(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    """After a 5xx, the retry asks for the same riders again: not one request per file."""
+    project = service.create_project("retry")
+    files = _files(tmp_path / "src", 4)
+
+    async def main() -> None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
+        backend = await _listed(project)  # no retry layer here: the first read fails
+        try:
+            before = service.stats().get(URLS, 0)
+            service.fail(1, 503)
+            with pytest.raises(TransientError):
+                await backend.read("f000.txt")
+            for name, data in files.items():
+                assert (await backend.read(name)).data == data
+            # The 503 is not counted by route: one answered batch carried all four.
+            assert service.stats().get(URLS, 0) == before + 1
         finally:
             await backend.aclose()
 

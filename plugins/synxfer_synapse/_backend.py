@@ -280,6 +280,12 @@ class SynapseVendor(UrlVendor):
                         # by (a sync's unchanged ones), whose downloads never ask.
                         del self._prefetched[next(iter(self._prefetched))]
                     waits[k].set_result(vended)
+        except BaseException:
+            # No answer (a 5xx, a timeout, cancelled): the riders go back to the
+            # front of the queue, so that the next ask carries them again rather
+            # than each of their downloads asking alone.
+            self._unasked = dict.fromkeys(k for k, _ in batch[1:]) | self._unasked
+            raise
         finally:
             for k, _ in batch:
                 if not waits[k].done():
