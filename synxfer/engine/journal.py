@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 __all__ = ["DownloadEntry", "Journal", "ResumeJournal", "UploadEntry", "default_state_dir"]
 
@@ -63,6 +63,10 @@ CREATE TABLE IF NOT EXISTS download_parts (
 #: Bumped when the schema changes; an older journal is dropped (it is a cache:
 #: the cost is one restart of the transfers it described).
 _VERSION = 5
+
+
+#: The journal's file in its state directory.
+JOURNAL_NAME: Final = "journal.sqlite3"
 
 
 def default_state_dir() -> Path:
@@ -104,7 +108,7 @@ class Journal:
         import sqlite3  # here, not at import: a run without multipart files never needs it
 
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "journal.sqlite3"
+        self.path = directory / JOURNAL_NAME
         self._db = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=30
         )
@@ -275,30 +279,38 @@ class ResumeJournal:
             self._thread.submit(self._journal.close).result()
         self._thread.shutdown(wait=True)
 
-    async def _run(self, call: Callable[[Journal], T], off: T) -> T:
-        """``call(journal)`` on the journal's thread; ``off`` when resume is off."""
+    async def _run(self, call: Callable[[Journal], T], off: T, *, lookup: bool = False) -> T:
+        """``call(journal)`` on the journal's thread; ``off`` when resume is off.
+
+        A ``lookup`` finds nothing (``off``) without creating the journal
+        when there is none yet: a sync of small files (its look for abandoned
+        uploads) then neither loads sqlite3 nor writes a database."""
         if not self._enabled:
             return off
-        import sqlite3
-
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._thread, self._call, call)
-        except (sqlite3.Error, OSError) as exc:
+            return await loop.run_in_executor(self._thread, self._call, call, off, lookup)
+        except Exception as exc:
+            import sqlite3  # here: a run that never opened the journal never needs it
+
+            if not isinstance(exc, sqlite3.Error | OSError):
+                raise
             log.warning("the resume journal is unusable (%s); continuing without resume", exc)
             self._enabled = False
             return off
 
-    def _call(self, call: Callable[[Journal], T]) -> T:
+    def _call(self, call: Callable[[Journal], T], off: T, lookup: bool) -> T:
         if self._journal is None:
-            state = self._state_dir
-            self._journal = Journal(Path(state) if state else default_state_dir())
+            state = Path(self._state_dir) if self._state_dir else default_state_dir()
+            if lookup and not (state / JOURNAL_NAME).exists():
+                return off  # nothing was ever journaled here
+            self._journal = Journal(state)
         return call(self._journal)
 
     # -- uploads ---------------------------------------------------------------
 
     async def upload_get(self, dest: str) -> UploadEntry | None:
-        return await self._run(lambda j: j.upload_get(dest), None)
+        return await self._run(lambda j: j.upload_get(dest), None, lookup=True)
 
     async def upload_start(
         self,
@@ -333,12 +345,12 @@ class ResumeJournal:
 
     async def uploads_under(self, prefix: str) -> list[tuple[str, str]]:
         """``(dest, upload_id)`` of every journaled upload under ``prefix``."""
-        return await self._run(lambda j: j.uploads_under(prefix), [])
+        return await self._run(lambda j: j.uploads_under(prefix), [], lookup=True)
 
     # -- downloads -------------------------------------------------------------
 
     async def download_get(self, dest: str) -> DownloadEntry | None:
-        return await self._run(lambda j: j.download_get(dest), None)
+        return await self._run(lambda j: j.download_get(dest), None, lookup=True)
 
     async def download_start(
         self, dest: str, src: str, etag: str | None, size: int, part_size: int, temp: str
