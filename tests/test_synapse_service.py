@@ -298,6 +298,30 @@ def test_throttled_answer_says_when_to_retry(service: SynapseService) -> None:
     assert _http("GET", service.repo_endpoint + "/userProfile")[0] == 200
 
 
+def test_connections_stay_open_across_requests(service: SynapseService) -> None:
+    """Synapse keeps a client's connection open; a service that closed each one
+    would charge every client a connection (a TLS handshake) per request."""
+    import http.client
+
+    port = int(service.repo_endpoint.split(":")[2].split("/")[0])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        local_ports = set()
+        for _ in range(3):
+            conn.request(
+                "GET", "/repo/v1/userProfile", headers={"Authorization": f"Bearer {TOKEN}"}
+            )
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200
+            assert (response.getheader("Connection") or "").lower() != "close"
+            assert conn.sock is not None
+            local_ports.add(conn.sock.getsockname()[1])
+        assert len(local_ports) == 1  # one connection served all three
+    finally:
+        conn.close()
+
+
 def test_urls_that_expire_mid_transfer_are_fetched_again(
     service: SynapseService, tmp_path: Path
 ) -> None:

@@ -35,8 +35,9 @@ S3 server: :meth:`~SynapseService.throttle` (429 with ``Retry-After``),
 settable. :meth:`~SynapseService.stats` counts requests by route.
 
 State lives in memory, behind one lock. The token is never logged (the log
-has method, path and status only). The web stack is werkzeug, which moto
-already brings: no dependency of its own. Run it by hand with ``python -m
+has method, path and status only). Requests and answers are werkzeug's
+(which moto already brings); the server is cheroot's, which keeps
+connections open as Synapse does. Run it by hand with ``python -m
 synxfer_servers synapse --s3 URL --bucket B``.
 """
 
@@ -62,12 +63,19 @@ from .s3 import HOST
 if TYPE_CHECKING:
     import ssl
 
-    from werkzeug.serving import BaseWSGIServer
+    from cheroot.ssl import Adapter
+    from cheroot.wsgi import Server
     from werkzeug.wrappers import Request, Response
 
 __all__ = ["SynapseService", "log"]
 
 log = logging.getLogger("synxfer_servers.synapse")
+
+#: Worker threads: a kept-open connection waits in cheroot's selector, not in
+#: a thread, so these bound requests being answered at once, not clients.
+_THREADS = 32
+#: The listen backlog (cheroot's default of 5 refuses bursts of new connections).
+_BACKLOG = 256
 
 #: Synapse's default storage location (S3, Synapse-managed).
 STORAGE_LOCATION_ID = 1
@@ -250,7 +258,7 @@ class SynapseService:
         self._uploads: dict[str, _Upload] = {}
         self._upload_by_request: dict[str, str] = {}
         self._s3: Any = None
-        self._server: BaseWSGIServer | None = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
         self.user_id = "3350001"
         self.user_name = "synxfer-tester"
@@ -275,40 +283,32 @@ class SynapseService:
         self.stop()
 
     def start(self) -> None:
-        from werkzeug.serving import WSGIRequestHandler, make_server
-
-        class QuietHandler(WSGIRequestHandler):
-            """werkzeug's handler without its access log (ours has no token either),
-            keeping connections open (HTTP/1.1) as the real service does."""
-
-            protocol_version = "HTTP/1.1"
-
-            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-                pass
+        # cheroot, not werkzeug's development server: werkzeug closes every
+        # connection after one answer, and the real service keeps them open,
+        # so a client would pay a TCP connection (a TLS handshake over HTTPS)
+        # per request here that it does not pay against Synapse.
+        from cheroot import wsgi
 
         self._s3 = self._make_s3_client()
         self._check_bucket()
-        self._server = make_server(
-            HOST,
-            self.port,
+        server = wsgi.Server(
+            (HOST, self.port),
             self._wsgi,
-            threaded=True,
-            request_handler=QuietHandler,
-            ssl_context=self.ssl_context,
+            numthreads=_THREADS,
+            server_name="synapse-service",
+            request_queue_size=_BACKLOG,
         )
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="synapse-service",
-            daemon=True,
-        )
+        if self.ssl_context is not None:
+            server.ssl_adapter = _tls_adapter(self.ssl_context)
+        server.prepare()  # binds: a port of 0 gets its number here
+        self.port = int(server.bind_addr[1])
+        self._server = server
+        self._thread = threading.Thread(target=server.serve, name="synapse-service", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -1571,3 +1571,19 @@ def _same(a: str, b: str) -> bool:
     import hmac
 
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+def _tls_adapter(context: ssl.SSLContext) -> Adapter:
+    """cheroot's ``ssl`` adapter serving with ``context`` (its chain loaded).
+
+    cheroot's adapter loads a certificate from files; the service is given a
+    context, so the adapter takes it as it is (no client certificates).
+    """
+    from cheroot.ssl.builtin import BuiltinSSLAdapter
+
+    class _Given(BuiltinSSLAdapter):
+        def __init__(self) -> None:  # the base's __init__ reads files: not called
+            self.context = context
+            self._server_env: dict[str, Any] = {}
+
+    return _Given()
