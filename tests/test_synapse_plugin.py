@@ -686,7 +686,7 @@ def test_the_token_is_never_printed_nor_stored(
 ) -> None:
     project = service.create_project("secret")
     src = tmp_path / "src"
-    _tree(src)
+    _tree(src, big=os.urandom(9 * 1024 * 1024))  # a multipart upload: a journal entry
     state = tmp_path / "state"
     caplog.set_level(logging.DEBUG)
 
