@@ -12,7 +12,7 @@ event loop's thread.
     python benchmarks/experiments/synapse_download_ab.py small --rounds 3
     python benchmarks/experiments/synapse_download_ab.py split
 
-Figures in docs/decisions/synapse-download-requests.md.
+Figures in docs/decisions/0049-synapse-download-requests.md.
 """
 
 from __future__ import annotations
