@@ -109,7 +109,7 @@ def _expires(url: str) -> float | None:
 
     Read with two searches rather than ``parse_qs`` and ``strptime``: it runs
     for every URL vended, a part or a download each (a small file's share of
-    the client's CPU, see docs/decisions/synapse-upload-requests.md)."""
+    the client's CPU, see docs/decisions/0048-synapse-upload-requests.md)."""
     date = _AMZ_DATE.search(url)
     seconds = _AMZ_EXPIRES.search(url)
     if date is None or seconds is None:
