@@ -7,7 +7,6 @@ everything."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ._synapse import serving, write_config
 
 _PROBE = """
 import contextlib, io, sys
@@ -104,30 +105,10 @@ def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
 @pytest.fixture(scope="module")
 def synapse_home(stock_moto: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The Synapse-style service on stock moto, a Project, and a HOME whose
-    ~/.synapseConfig points at it; yields ``(home, project)``."""
-    import botocore.session
-
-    from synxfer_servers.synapse import SynapseService
-
-    s3: Any = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=stock_moto.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=_SYN_BUCKET)
-    with SynapseService(
-        stock_moto.endpoint_url, _SYN_BUCKET, access_key="testing", secret_key="testing"
-    ) as svc:
+    ~/.synapseConfig points at it (the token in it); yields ``(home, project)``."""
+    with serving(stock_moto, _SYN_BUCKET) as svc:
         home = tmp_path_factory.mktemp("home")
-        (home / ".synapseConfig").write_text(
-            "[default]\nauthtoken = syn-pat-startup\n[endpoints]\n"
-            f"repoEndpoint = {svc.repo_endpoint}\n"
-            f"authEndpoint = {svc.auth_endpoint}\n"
-            f"fileHandleEndpoint = {svc.file_endpoint}\n"
-        )
+        write_config(home, svc, token="syn-pat-startup")
         yield home, svc.create_project("startup")
 
 

@@ -11,7 +11,6 @@ itself, a URL of an old version or an expired one is never used.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,8 @@ from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 from synxfer_synapse._backend import URL_BATCH
 
+from ._synapse import point_home, serving
+
 TOKEN = "syn-pat-BATCH-51c0"
 BUCKET = "synapse-batch"
 URLS = "POST /fileHandle/batch"
@@ -38,39 +39,13 @@ URLS = "POST /fileHandle/batch"
 
 @pytest.fixture(scope="module")
 def service(stock_moto: Any) -> Iterator[Any]:
-    import botocore.session
-
-    from synxfer_servers.synapse import SynapseService
-
-    s3 = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=stock_moto.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=BUCKET)
-    with SynapseService(
-        str(stock_moto.endpoint_url), BUCKET, access_key="testing", secret_key="testing"
-    ) as svc:
+    with serving(stock_moto, BUCKET) as svc:
         yield svc
 
 
 @pytest.fixture
 def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / ".synapseConfig").write_text(
-        "[endpoints]\n"
-        f"repoEndpoint = {service.repo_endpoint}\n"
-        f"authEndpoint = {service.auth_endpoint}\n"
-        f"fileHandleEndpoint = {service.file_endpoint}\n"
-    )
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", TOKEN)
-    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
-    return home
+    return point_home(tmp_path / "home", service, monkeypatch, env_token=TOKEN)
 
 
 def _config() -> TransferConfig:

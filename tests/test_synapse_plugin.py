@@ -11,7 +11,6 @@ service).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -44,6 +43,8 @@ from synxfer_synapse import SynapseBackend, load_settings
 from synxfer_synapse._core import SynapseRest
 from synxfer_synapse._options import PRODUCTION_ENDPOINTS
 
+from ._synapse import point_home, serving, write_config
+
 TOKEN = "syn-pat-SECRET-7f3a9c"  # distinctive: grepped for in every output
 BUCKET = "synapse-store"
 BIG = 40 * MiB
@@ -54,53 +55,15 @@ FAST_RETRY = RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05)
 
 
 @pytest.fixture(scope="module")
-def moto_url(stock_moto: Any) -> str:
-    import botocore.session
-
-    s3 = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=stock_moto.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=BUCKET)
-    return str(stock_moto.endpoint_url)
-
-
-@pytest.fixture(scope="module")
-def service(moto_url: str) -> Iterator[Any]:
-    from synxfer_servers.synapse import SynapseService
-
-    with SynapseService(moto_url, BUCKET, access_key="testing", secret_key="testing") as svc:
+def service(stock_moto: Any) -> Iterator[Any]:
+    with serving(stock_moto, BUCKET) as svc:
         yield svc
-
-
-def _write_config(home: Path, svc: Any, token: str | None = None, extra: str = "") -> Path:
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / ".synapseConfig"
-    text = (
-        "[endpoints]\n"
-        f"repoEndpoint = {svc.repo_endpoint}\n"
-        f"authEndpoint = {svc.auth_endpoint}\n"
-        f"fileHandleEndpoint = {svc.file_endpoint}\n"
-    )
-    if token:
-        text += f"[default]\nauthtoken = {token}\n"
-    path.write_text(text + extra)
-    return path
 
 
 @pytest.fixture
 def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A HOME whose ~/.synapseConfig points at the service (token in SYNAPSE_AUTH_TOKEN)."""
-    home = tmp_path / "home"
-    _write_config(home, service)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", TOKEN)
-    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
-    return home
+    return point_home(tmp_path / "home", service, monkeypatch, env_token=TOKEN)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +159,7 @@ def test_the_command_takes_transfer_max_threads_unless_a_flag_says_otherwise(
 ) -> None:
     from synxfer.cli import main as cli
 
-    _write_config(home, service, extra="[transfer]\nmax_threads = 3\n")
+    write_config(home, service, extra="[transfer]\nmax_threads = 3\n")
     project = service.create_project("threads")
     src = tmp_path / "src"
     _tree(src)
@@ -451,17 +414,11 @@ def test_a_faulty_service_is_survived(service: Any, home: Path, tmp_path: Path) 
 
 
 def test_bad_or_missing_token_is_a_setup_error(
-    moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stock_moto: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synxfer_servers.synapse import SynapseService
-
-    with SynapseService(
-        moto_url, BUCKET, access_key="testing", secret_key="testing", token="the-right-one"
-    ) as svc:
-        home = tmp_path / "home"
-        _write_config(home, svc)
-        monkeypatch.setenv("HOME", str(home))
-        monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", TOKEN)  # not the right one
+    with serving(stock_moto, BUCKET, token="the-right-one") as svc:
+        # SYNAPSE_AUTH_TOKEN is not the right one.
+        point_home(tmp_path / "home", svc, monkeypatch, env_token=TOKEN)
         project = svc.create_project("guarded")
         src = tmp_path / "src"
         _tree(src)
@@ -581,10 +538,7 @@ def test_expired_urls_are_fetched_again(seaweed: Any, tmp_path: Path, monkeypatc
         access_key=seaweed.access_key,
         secret_key=seaweed.secret_key,
     ) as svc:
-        home = tmp_path / "home"
-        _write_config(home, svc, token=TOKEN)
-        monkeypatch.setenv("HOME", str(home))
-        monkeypatch.delenv("SYNAPSE_AUTH_TOKEN", raising=False)
+        point_home(tmp_path / "home", svc, monkeypatch, config_token=TOKEN)
         project = svc.create_project("expiring")
         src, dst = tmp_path / "src", tmp_path / "dst"
         src.mkdir()
@@ -788,10 +742,7 @@ def test_a_tree_stored_by_synapseclient_is_synced_down_byte_exact(
     import synapseutils
     from synapseclient.models import File
 
-    home = tmp_path / "home"
-    _write_config(home, service, token=TOKEN)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SYNAPSE_AUTH_TOKEN", raising=False)
+    home = point_home(tmp_path / "home", service, monkeypatch, config_token=TOKEN)
     syn = _synapseclient(home)
     project = service.create_project("from-synapseclient")
     src = tmp_path / "src"
@@ -827,10 +778,7 @@ def test_a_tree_synced_up_by_synxfer_is_read_by_synapseclient(
     import synapseutils
     from synapseclient.models import File
 
-    home = tmp_path / "home"
-    _write_config(home, service, token=TOKEN)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SYNAPSE_AUTH_TOKEN", raising=False)
+    home = point_home(tmp_path / "home", service, monkeypatch, config_token=TOKEN)
     project = service.create_project("to-synapseclient")
     src = tmp_path / "src"
     files = _tree(src, big_bytes)

@@ -12,7 +12,6 @@ counts are exact, so a request that creeps back in fails them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 from collections.abc import Iterator
@@ -25,44 +24,20 @@ from synxfer import Client, MiB, RetryPolicy, TransferConfig
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 
+from ._synapse import point_home, serving
+
 BUCKET = "synapse-requests"
 
 
 @pytest.fixture(scope="module")
 def service(stock_moto: Any) -> Iterator[Any]:
-    import botocore.session
-
-    from synxfer_servers.synapse import SynapseService
-
-    s3: Any = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=stock_moto.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=BUCKET)
-    with SynapseService(
-        stock_moto.endpoint_url, BUCKET, access_key="testing", secret_key="testing"
-    ) as svc:
+    with serving(stock_moto, BUCKET) as svc:
         yield svc
 
 
 @pytest.fixture
 def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / ".synapseConfig").write_text(
-        "[endpoints]\n"
-        f"repoEndpoint = {service.repo_endpoint}\n"
-        f"authEndpoint = {service.auth_endpoint}\n"
-        f"fileHandleEndpoint = {service.file_endpoint}\n"
-    )
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", "syn-pat-requests")
-    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
-    return home
+    return point_home(tmp_path / "home", service, monkeypatch, env_token="syn-pat-requests")
 
 
 def _config(**changes: Any) -> TransferConfig:

@@ -1,0 +1,84 @@
+"""The Synapse-style service on stock moto, and a HOME that points at it, for
+the ``syn://`` test modules.
+
+Each module builds its module-scoped ``service`` fixture on :func:`serving`
+(its own bucket, so no module lists another's objects) and its ``home`` on
+:func:`point_home`. The service is imported when a fixture asks for it, as
+the modules did: collecting them starts no server and loads no WSGI stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["point_home", "serving", "write_config"]
+
+
+@contextlib.contextmanager
+def serving(stock_moto: Any, bucket: str, **options: Any) -> Iterator[Any]:
+    """A ``SynapseService`` keeping its bytes in ``bucket`` of stock moto
+    (made if missing: a module may start a second service on it), with
+    ``options`` (``token=``...) passed through; stopped on exit."""
+    import botocore.session
+
+    from synxfer_servers.synapse import SynapseService
+
+    endpoint = str(stock_moto.endpoint_url)
+    s3: Any = botocore.session.Session().create_client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=bucket)
+    with SynapseService(
+        endpoint, bucket, access_key="testing", secret_key="testing", **options
+    ) as svc:
+        yield svc
+
+
+def write_config(home: Path, svc: Any, token: str | None = None, extra: str = "") -> Path:
+    """``home/.synapseConfig`` whose ``[endpoints]`` point at ``svc`` (what
+    synxfer and synapseclient both read), with ``token`` as the default
+    profile's ``authtoken`` if given, then ``extra``."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / ".synapseConfig"
+    text = (
+        "[endpoints]\n"
+        f"repoEndpoint = {svc.repo_endpoint}\n"
+        f"authEndpoint = {svc.auth_endpoint}\n"
+        f"fileHandleEndpoint = {svc.file_endpoint}\n"
+    )
+    if token:
+        text += f"[default]\nauthtoken = {token}\n"
+    path.write_text(text + extra)
+    return path
+
+
+def point_home(
+    home: Path,
+    svc: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    env_token: str | None = None,
+    config_token: str | None = None,
+) -> Path:
+    """Make ``home`` this process's HOME with a config for ``svc``
+    (:func:`write_config`); the token in ``SYNAPSE_AUTH_TOKEN`` if
+    ``env_token``, else none there (only the config's, if any). No
+    ``SYNAPSE_PROFILE`` from outside picks another section."""
+    write_config(home, svc, token=config_token)
+    monkeypatch.setenv("HOME", str(home))
+    if env_token is None:
+        monkeypatch.delenv("SYNAPSE_AUTH_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", env_token)
+    monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
+    return home
