@@ -11,8 +11,9 @@ itself, a URL of an old version or an expired one is never used.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,26 @@ def _files(root: Path, n: int) -> dict[str, bytes]:
     return files
 
 
-async def _listed(project: str) -> SynapseBackend:
-    """A backend that has listed the whole project (as a sync does first)."""
-    backend = SynapseBackend(project, BackendOptions())
-    await backend.open()
-    cursor: str | None = None
-    while True:
-        page = await backend.list_page("", cursor)
-        cursor = page.cursor
-        if cursor is None:
-            return backend
+def _asked(service: Any) -> int:
+    """How many URL batches the service has answered so far."""
+    return int(service.stats().get(URLS, 0))
+
+
+@contextlib.asynccontextmanager
+async def _listed(project: str, src: Path | None = None) -> AsyncIterator[SynapseBackend]:
+    """``src`` synced up to the project (if given), then a backend that has
+    listed the whole project (as a sync does first), closed on exit."""
+    if src is not None:
+        async with Client(_config()) as client:
+            assert not (await client.sync_to(src, f"syn://{project}")).failures
+    async with SynapseBackend(project, BackendOptions()) as backend:
+        cursor: str | None = None
+        while True:
+            page = await backend.list_page("", cursor)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        yield backend
 
 
 def test_a_sync_down_asks_one_url_request_per_batch_of_files(
@@ -84,14 +95,14 @@ def test_a_sync_down_asks_one_url_request_per_batch_of_files(
         async with Client(_config()) as client:
             up = await client.sync_to(tmp_path / "src", f"syn://{project}")
             assert not up.failures, up.failures
-            before = service.stats().get(URLS, 0)
+            before = _asked(service)
             listed = [i async for i in client.ls(f"syn://{project}/", recursive=True)]
             assert len(listed) == n
-            assert service.stats().get(URLS, 0) == before  # a listing pays for no URL
+            assert _asked(service) == before  # a listing pays for no URL
             down = await client.sync_from(f"syn://{project}", dst)
             assert not down.failures, down.failures
             assert down.files_transferred == n
-            asked = service.stats().get(URLS, 0) - before
+            asked = _asked(service) - before
             assert asked <= math.ceil(n / URL_BATCH), asked
 
     asyncio.run(main())
@@ -105,23 +116,16 @@ def test_a_missing_and_a_refused_file_in_a_batch_fail_alone(
     files = _files(tmp_path / "src", 4)
 
     async def main() -> None:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
-        backend = await _listed(project)
-        try:
+        async with _listed(project, tmp_path / "src") as backend:
             refused = backend.syn.remembered("f001.txt")
             assert refused is not None
             service.deny(refused.entity_id)
-            gone = SynapseBackend(project, BackendOptions())
-            await gone.open()
-            try:
+            async with SynapseBackend(project, BackendOptions()) as gone:
                 await gone.delete("f002.txt")
-            finally:
-                await gone.aclose()
-            before = service.stats().get(URLS, 0)
+            before = _asked(service)
             # The first read asks for all four URLs in one request.
             assert (await backend.read("f000.txt")).data == files["f000.txt"]
-            assert service.stats().get(URLS, 0) == before + 1
+            assert _asked(service) == before + 1
             with pytest.raises(PermissionDenied) as refused_error:
                 await backend.read("f001.txt")
             assert refused.entity_id in str(refused_error.value)
@@ -130,9 +134,7 @@ def test_a_missing_and_a_refused_file_in_a_batch_fail_alone(
                 await backend.read("f002.txt")
             assert (await backend.read("f003.txt")).data == files["f003.txt"]
             # The two failures asked again, alone (their own errors); f003 asked nothing.
-            assert service.stats().get(URLS, 0) == before + 3
-        finally:
-            await backend.aclose()
+            assert _asked(service) == before + 3
 
     asyncio.run(main())
 
@@ -145,19 +147,14 @@ def test_a_new_version_never_gets_the_old_handles_url(
     _files(src, 2)
 
     async def main() -> None:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(src, f"syn://{project}")).failures
-            backend = await _listed(project)
-            try:
-                await backend.read("f000.txt")  # f001's URL (version 1) comes along
-                (src / "f001.txt").write_bytes(b"version two\n")
-                await client.upload_file(src / "f001.txt", f"syn://{project}/f001.txt")
-                info = await backend.stat("f001.txt")  # the new version is remembered
-                got = await backend.read("f001.txt")
-                assert got.data == b"version two\n"
-                assert got.info.etag == info.etag
-            finally:
-                await backend.aclose()
+        async with _listed(project, src) as backend, Client(_config()) as client:
+            await backend.read("f000.txt")  # f001's URL (version 1) comes along
+            (src / "f001.txt").write_bytes(b"version two\n")
+            await client.upload_file(src / "f001.txt", f"syn://{project}/f001.txt")
+            info = await backend.stat("f001.txt")  # the new version is remembered
+            got = await backend.read("f001.txt")
+            assert got.data == b"version two\n"
+            assert got.info.etag == info.etag
 
     asyncio.run(main())
 
@@ -169,19 +166,14 @@ def test_a_url_that_expired_while_waiting_is_asked_again(
     files = _files(tmp_path / "src", 2)
 
     async def main() -> None:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
-        backend = await _listed(project)
-        try:
-            before = service.stats().get(URLS, 0)
+        async with _listed(project, tmp_path / "src") as backend:
+            before = _asked(service)
             # Stock moto does not check expiry: the read of f000 succeeds, and
             # only the vendor's own check can tell f001's URL has lapsed.
             service.expire_url_batches(1)
             assert (await backend.read("f000.txt")).data == files["f000.txt"]
             assert (await backend.read("f001.txt")).data == files["f001.txt"]
-            assert service.stats().get(URLS, 0) == before + 2
-        finally:
-            await backend.aclose()
+            assert _asked(service) == before + 2
 
     asyncio.run(main())
 
@@ -199,17 +191,12 @@ def test_urls_no_download_takes_make_room_for_the_next_batch(
     files = _files(tmp_path / "src", 12)
 
     async def main() -> None:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
-        backend = await _listed(project)
-        try:
-            before = service.stats().get(URLS, 0)
+        async with _listed(project, tmp_path / "src") as backend:
+            before = _asked(service)
             # Each asks for 4 URLs; f001-f003 and f005-f007 are never read.
             for name in ("f000.txt", "f004.txt", "f008.txt", "f009.txt", "f010.txt"):
                 assert (await backend.read(name)).data == files[name]
-            assert service.stats().get(URLS, 0) == before + 3
-        finally:
-            await backend.aclose()
+            assert _asked(service) == before + 3
 
     asyncio.run(main())
 
@@ -222,19 +209,15 @@ def test_a_batch_the_service_fails_is_asked_again_whole(
     files = _files(tmp_path / "src", 4)
 
     async def main() -> None:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(tmp_path / "src", f"syn://{project}")).failures
-        backend = await _listed(project)  # no retry layer here: the first read fails
-        try:
-            before = service.stats().get(URLS, 0)
+        # A bare backend, no retry layer: the first read fails.
+        async with _listed(project, tmp_path / "src") as backend:
+            before = _asked(service)
             service.fail(1, 503)
             with pytest.raises(TransientError):
                 await backend.read("f000.txt")
             for name, data in files.items():
                 assert (await backend.read(name)).data == data
             # The 503 is not counted by route: one answered batch carried all four.
-            assert service.stats().get(URLS, 0) == before + 1
-        finally:
-            await backend.aclose()
+            assert _asked(service) == before + 1
 
     asyncio.run(main())
