@@ -51,6 +51,29 @@ def _since(service: Any, before: dict[str, int]) -> dict[str, int]:
     return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] != before.get(k, 0)}
 
 
+def _src(tmp_path: Path, sizes: dict[str, int]) -> Path:
+    """``tmp_path/src`` holding a file of random bytes per name, of its size."""
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    for name, size in sizes.items():
+        (src / name).write_bytes(os.urandom(size))
+    return src
+
+
+async def _sync(
+    service: Any, src: Path, url: str, sent: int | None = None, **changes: Any
+) -> dict[str, int]:
+    """``src`` synced up to ``url`` by a new client (one run), with no failure
+    and ``sent`` files sent if given: the service's requests it made, by route."""
+    async with Client(_config(**changes)) as client:
+        before = service.stats()
+        res = await client.sync_to(src, url)
+        assert not res.failures, res.failures
+        if sent is not None:
+            assert res.files_transferred == sent
+        return _since(service, before)
+
+
 N = 6
 
 
@@ -58,20 +81,9 @@ def test_a_fresh_sync_of_small_files_costs_five_requests_a_file(
     service: Any, home: Path, tmp_path: Path
 ) -> None:
     project = service.create_project("small")
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(N):
-        (src / f"f{i}.bin").write_bytes(os.urandom(1000 + i))
+    src = _src(tmp_path, {f"f{i}.bin": 1000 + i for i in range(N)})
 
-    async def main() -> dict[str, int]:
-        async with Client(_config()) as client:
-            before = service.stats()
-            res = await client.sync_to(src, f"syn://{project}/data")
-            assert not res.failures, res.failures
-            assert res.files_transferred == N
-            return _since(service, before)
-
-    assert asyncio.run(main()) == {
+    assert asyncio.run(_sync(service, src, f"syn://{project}/data", sent=N)) == {
         # Per file: start, its part's URL, add, complete, create.
         "POST /file/multipart": N,
         "POST /file/multipart/{up}/presigned/url/batch": N,
@@ -90,21 +102,13 @@ def test_a_fresh_multipart_file_costs_one_url_batch_and_an_add_a_part(
     service: Any, home: Path, tmp_path: Path
 ) -> None:
     project = service.create_project("multi")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "big.bin").write_bytes(os.urandom(12 * MiB))
+    src = _src(tmp_path, {"big.bin": 12 * MiB})
+    # One part in flight: parts reach the store in order (the service's
+    # per-part check through moto's ListParts sees an early last part as
+    # missing, which would add a resend to the count).
+    sent = _sync(service, src, f"syn://{project}/big", part_size=5 * MiB, max_threads=1)
 
-    async def main() -> dict[str, int]:
-        # One part in flight: parts reach the store in order (the service's
-        # per-part check through moto's ListParts sees an early last part as
-        # missing, which would add a resend to the count).
-        async with Client(_config(part_size=5 * MiB, max_threads=1)) as client:
-            before = service.stats()
-            res = await client.sync_to(src, f"syn://{project}/big")
-            assert not res.failures, res.failures
-            return _since(service, before)
-
-    assert asyncio.run(main()) == {
+    assert asyncio.run(sent) == {
         "POST /file/multipart": 1,
         "POST /file/multipart/{up}/presigned/url/batch": 1,
         "PUT /file/multipart/{up}/add/{part}": 3,
@@ -120,40 +124,22 @@ def test_a_changed_file_is_a_new_version_without_looking_it_up_again(
     service: Any, home: Path, tmp_path: Path
 ) -> None:
     project = service.create_project("changed")
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(3):
-        (src / f"f{i}.bin").write_bytes(os.urandom(500 + i))
+    src = _src(tmp_path, {f"f{i}.bin": 500 + i for i in range(3)})
     url = f"syn://{project}/data"
     target = src / "f0.bin"
 
     async def main() -> tuple[dict[str, int], dict[str, Any]]:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(src, url)).failures
+        await _sync(service, src, url)
         st = target.stat()
         target.write_bytes(b"new content\n")
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**10))
-        async with Client(_config()) as client:
-            before = service.stats()
-            res = await client.sync_to(src, url)
-            assert not res.failures, res.failures
-            assert res.files_transferred == 1
-            changed = _since(service, before)
-        backend = SynapseBackend(project, BackendOptions())
-        await backend.open()
-        try:
+        changed = await _sync(service, src, url, sent=1)
+        async with SynapseBackend(project, BackendOptions()) as backend:
             info = await backend.stat("data/f0.bin")
             remote = backend.syn.remembered("data/f0.bin")
             assert remote is not None
-            doc = await backend.rest.call(
-                "GET", "repo", f"/entity/{remote.entity_id}/version", url=url, what="versions"
-            )
-            return changed, {
-                "etag": info.etag,
-                "versions": sorted(v["versionNumber"] for v in doc["results"]),
-            }
-        finally:
-            await backend.aclose()
+            versions = await _versions(backend, remote.entity_id)
+        return changed, {"etag": info.etag, "versions": versions}
 
     changed, after = asyncio.run(main())
     assert changed == {
@@ -184,22 +170,14 @@ def test_new_files_in_a_listed_folder_are_not_looked_up(
     """A sync lists the destination folder whole: a new file there is one
     create, no ``/entity/child`` lookup each."""
     project = service.create_project("listed")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "old.bin").write_bytes(os.urandom(700))
+    src = _src(tmp_path, {"old.bin": 700})
     url = f"syn://{project}/data"
 
     async def main() -> dict[str, int]:
-        async with Client(_config()) as client:
-            assert not (await client.sync_to(src, url)).failures
-        for i in range(4):
-            (src / f"new{i}.bin").write_bytes(os.urandom(600 + i))
-        async with Client(_config()) as client:  # another run: the folder is not its own
-            before = service.stats()
-            res = await client.sync_to(src, url)
-            assert not res.failures, res.failures
-            assert res.files_transferred == 4
-            return _since(service, before)
+        await _sync(service, src, url)
+        _src(tmp_path, {f"new{i}.bin": 600 + i for i in range(4)})
+        # Another run: the folder is not its own.
+        return await _sync(service, src, url, sent=4)
 
     changed = asyncio.run(main())
     assert changed.get("POST /entity/child") == 1  # the folder, for the listing
