@@ -1,10 +1,12 @@
 """The Synapse-style service on stock moto, and a HOME that points at it, for
 the ``syn://`` test modules.
 
-Each module builds its module-scoped ``service`` fixture on :func:`serving`
-(its own bucket, so no module lists another's objects) and its ``home`` on
-:func:`point_home`. The service is imported when a fixture asks for it, as
-the modules did: collecting them starts no server and loads no WSGI stack.
+A module takes its ``service`` (module-scoped) and ``home`` fixtures from
+:func:`service_fixtures`, its own bucket each (no module lists another's
+objects); a test that needs a service of its own (another token) or a HOME
+set otherwise uses :func:`serving`, :func:`write_config` and
+:func:`point_home`. The service is imported when a fixture asks for it:
+collecting the modules starts no server and loads no WSGI stack.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["point_home", "serving", "write_config"]
+__all__ = ["point_home", "service_fixtures", "serving", "write_config"]
 
 
 @contextlib.contextmanager
@@ -82,3 +84,24 @@ def point_home(
         monkeypatch.setenv("SYNAPSE_AUTH_TOKEN", env_token)
     monkeypatch.delenv("SYNAPSE_PROFILE", raising=False)
     return home
+
+
+def service_fixtures(bucket: str, token: str) -> tuple[Any, Any]:
+    """A test module's ``service`` and ``home`` fixtures, bound at its top
+    level as ``service, home = service_fixtures(BUCKET, TOKEN)``:
+
+    * ``service``, module-scoped: :func:`serving` on ``bucket``;
+    * ``home``: a fresh HOME whose ~/.synapseConfig points at the service,
+      ``token`` in ``SYNAPSE_AUTH_TOKEN`` (:func:`point_home`).
+    """
+
+    @pytest.fixture(scope="module", name="service")
+    def service(stock_moto: Any) -> Iterator[Any]:
+        with serving(stock_moto, bucket) as svc:
+            yield svc
+
+    @pytest.fixture(name="home")
+    def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        return point_home(tmp_path / "home", service, monkeypatch, env_token=token)
+
+    return service, home

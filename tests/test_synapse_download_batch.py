@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +31,14 @@ from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 from synxfer_synapse._backend import URL_BATCH
 
-from ._synapse import point_home, serving
+from ._synapse import service_fixtures
 
 TOKEN = "syn-pat-BATCH-51c0"
 BUCKET = "synapse-batch"
 URLS = "POST /fileHandle/batch"
 
 
-@pytest.fixture(scope="module")
-def service(stock_moto: Any) -> Iterator[Any]:
-    with serving(stock_moto, BUCKET) as svc:
-        yield svc
-
-
-@pytest.fixture
-def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return point_home(tmp_path / "home", service, monkeypatch, env_token=TOKEN)
+service, home = service_fixtures(BUCKET, TOKEN)
 
 
 def _config() -> TransferConfig:

@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from synxfer_synapse import SynapseBackend, load_settings
 from synxfer_synapse._core import SynapseRest
 from synxfer_synapse._options import PRODUCTION_ENDPOINTS
 
-from ._synapse import point_home, serving, write_config
+from ._synapse import point_home, service_fixtures, serving, write_config
 
 TOKEN = "syn-pat-SECRET-7f3a9c"  # distinctive: grepped for in every output
 BUCKET = "synapse-store"
@@ -54,16 +53,7 @@ FAST_RETRY = RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05)
 # -- servers and environment -------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def service(stock_moto: Any) -> Iterator[Any]:
-    with serving(stock_moto, BUCKET) as svc:
-        yield svc
-
-
-@pytest.fixture
-def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A HOME whose ~/.synapseConfig points at the service (token in SYNAPSE_AUTH_TOKEN)."""
-    return point_home(tmp_path / "home", service, monkeypatch, env_token=TOKEN)
+service, home = service_fixtures(BUCKET, TOKEN)
 
 
 @pytest.fixture(scope="module")

@@ -14,30 +14,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from synxfer import Client, MiB, RetryPolicy, TransferConfig
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 
-from ._synapse import point_home, serving
+from ._synapse import service_fixtures
 
 BUCKET = "synapse-requests"
 
 
-@pytest.fixture(scope="module")
-def service(stock_moto: Any) -> Iterator[Any]:
-    with serving(stock_moto, BUCKET) as svc:
-        yield svc
-
-
-@pytest.fixture
-def home(service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return point_home(tmp_path / "home", service, monkeypatch, env_token="syn-pat-requests")
+service, home = service_fixtures(BUCKET, "syn-pat-requests")
 
 
 def _config(**changes: Any) -> TransferConfig:
