@@ -167,17 +167,53 @@ def test_plain_sync_up_and_down_imports_no_feature_modules(
     ],
 )
 def test_http_date_is_read_as_email_utils_reads_it(text: str) -> None:
-    """The URL plane's Last-Modified (parse_http_date) gives what
-    ``email.utils.parsedate_to_datetime`` gave it before."""
+    """Last-Modified (parse_http_date) gives what
+    ``email.utils.parsedate_to_datetime`` gives, a date with no zone taken as
+    GMT (email.utils makes it local time; HTTP defines it as GMT)."""
     import email.utils
+    from datetime import UTC
 
-    from synxfer.backend._http import parse_http_date
+    from synxfer.backend import parse_http_date
 
-    assert parse_http_date(text) == email.utils.parsedate_to_datetime(text).timestamp()
+    when = email.utils.parsedate_to_datetime(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    assert parse_http_date(text) == when.timestamp()
 
 
 @pytest.mark.parametrize("text", [None, "", "nonsense", "Tue, 02 Foo 2024 03:04:05 GMT"])
 def test_unreadable_http_date_is_none(text: str | None) -> None:
-    from synxfer.backend._http import parse_http_date
+    from synxfer.backend import parse_http_date
 
     assert parse_http_date(text) is None
+
+
+@pytest.fixture
+def local_zone_five_hours_west(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This process's local time zone 5 h west of GMT (a POSIX TZ: no tzdata needed)."""
+    import time
+
+    monkeypatch.setenv("TZ", "EST+5")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tue Jan  2 03:04:05 2024",  # asctime: no zone written, GMT by definition
+        "Tue, 02 Jan 2024 03:04:05 -0000",
+        "Tuesday, 02-Jan-24 03:04:05 GMT",
+        "Tue, 02 Jan 2024 03:04:05 GMT",
+    ],
+)
+def test_http_date_without_a_zone_is_gmt_whatever_the_local_zone(
+    text: str, local_zone_five_hours_west: None
+) -> None:
+    """An HTTP date is GMT in every form (RFC 9110 5.6.7); one that names no
+    zone is not the machine's local time."""
+    from synxfer.backend import parse_http_date
+
+    assert parse_http_date(text) == 1704164645.0  # 2024-01-02T03:04:05Z

@@ -6,7 +6,8 @@ XML: the answers the data path needs are parsed, the few bodies it sends
 are built. Parsing uses the C ElementTree parser and walks the few elements wanted by
 their (namespace-qualified) tag, with no schema or model machinery. Dates
 are parsed without dateutil: ISO 8601 (listings) with
-:func:`datetime.fromisoformat`, RFC 1123 (``Last-Modified``) by hand.
+:func:`datetime.fromisoformat`, HTTP dates (``Last-Modified``) with the
+SDK's :func:`synxfer.backend.parse_http_date`.
 
 Keys in listings requested with ``encoding-type=url`` come back
 URL-encoded (``+`` for a space); they are decoded when, and only when, the
@@ -33,7 +34,6 @@ value of a multipart object with neither mark.
 from __future__ import annotations
 
 import base64
-import calendar
 import hashlib
 import re
 import xml.etree.ElementTree as ET
@@ -43,6 +43,7 @@ from typing import NamedTuple
 from urllib.parse import quote, unquote_plus
 
 from synxfer import BackendError, ObjectInfo
+from synxfer.backend import parse_http_date
 
 __all__ = [
     "CHECKSUM_ALGORITHMS",
@@ -79,7 +80,6 @@ __all__ = [
     "parse_copy",
     "parse_delete_result",
     "parse_error",
-    "parse_http_date",
     "parse_initiate",
     "parse_iso_date",
     "parse_list_buckets",
@@ -115,55 +115,6 @@ def parse_iso_date(text: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
-
-
-_MONTHS = {
-    m: i
-    for i, m in enumerate(
-        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
-        start=1,
-    )
-}
-
-
-def parse_http_date(text: str | None) -> float | None:
-    """``Tue, 02 Jan 2024 03:04:05 GMT`` (RFC 1123) -> seconds since the epoch.
-
-    Other HTTP date forms go through :func:`email.utils.parsedate_tz`.
-    """
-    if not text:
-        return None
-    parts = text.split()
-    if len(parts) == 6 and parts[5] == "GMT":
-        month = _MONTHS.get(parts[2])
-        clock = parts[4].split(":")
-        if month is not None and len(clock) == 3:
-            try:
-                return float(
-                    calendar.timegm(
-                        (
-                            int(parts[3]),
-                            month,
-                            int(parts[1]),
-                            int(clock[0]),
-                            int(clock[1]),
-                            int(clock[2]),
-                            0,
-                            0,
-                            0,
-                        )
-                    )
-                )
-            except ValueError:
-                pass
-    # Only the other forms need email.utils (and the 16 modules it imports,
-    # which every run's start-up would pay): imported here, on first use.
-    from email.utils import parsedate_tz
-
-    parsed = parsedate_tz(text)
-    if parsed is None:
-        return None
-    return float(calendar.timegm(parsed[:9]) - (parsed[9] or 0))
 
 
 # -- helpers ------------------------------------------------------------------

@@ -68,7 +68,7 @@ from ._base import (
     Payload,
 )
 from ._crc32c import crc32c, crc32c_available
-from ._http import Body, BodyTooLarge, HttpClient
+from ._http import Body, BodyTooLarge, HttpClient, parse_http_date
 from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
 from ._registry import available_schemes, open_backend, register, resolve
@@ -128,6 +128,7 @@ __all__ = [
     "option_bool",
     "option_float",
     "option_int",
+    "parse_http_date",
     "put_url",
     "read_url_into",
     "redact_url",

@@ -430,7 +430,9 @@ def parse_http_date(text: str | None) -> float | None:
 
     The form servers send (``Tue, 02 Jan 2024 03:04:05 GMT``) is read here;
     only the obsolete forms go through :mod:`email.utils`, imported then: it
-    loads some 16 modules that every download's start-up would pay.
+    loads some 16 modules that every download's start-up would pay. A date
+    that names no zone (asctime, ``-0000``) is GMT, as HTTP defines every
+    date, never the machine's local time.
     """
     if not text:
         return None
@@ -445,12 +447,12 @@ def parse_http_date(text: str | None) -> float | None:
                 return float(calendar.timegm((year, month, day, *hms, 0, 0, 0)))
             except ValueError:
                 pass
-    import email.utils
+    from email.utils import parsedate_tz
 
-    try:
-        return email.utils.parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError):
+    parsed = parsedate_tz(text)
+    if parsed is None:
         return None
+    return float(calendar.timegm(parsed[:9]) - (parsed[9] or 0))
 
 
 def _tls_receive(choice: str | None) -> str:
