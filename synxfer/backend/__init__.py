@@ -140,7 +140,10 @@ __all__ = [
 
 
 #: The URL plane's names (:mod:`._urls`), loaded when one is first asked for.
-_URL_PLANE = frozenset(
+#: They are listed here, not read from ``_urls.__all__``: reading that would
+#: import the module this defers. ``_LAZY``, as in :mod:`synxfer`, is the name
+#: the export check (tests/test_units.py) counts as public.
+_LAZY = frozenset(
     {
         "SignedUrl",
         "UploadRequest",
@@ -185,7 +188,7 @@ _MOVED = {
 if not _TYPE_CHECKING:
 
     def __getattr__(name: str) -> _Any:
-        if name in _URL_PLANE:
+        if name in _LAZY:
             from . import _urls
 
             value = getattr(_urls, name)
