@@ -32,16 +32,23 @@ print(sorted(m for m in sys.modules if m == "synxfer.backend" or m.startswith("s
 """
 
 
-@pytest.mark.parametrize("argvs", [[["--help"]], [["cp", "--help"], ["presign", "--help"]]])
-def test_parser_and_help_import_no_backend_sdk(argvs: list[list[str]]) -> None:
+def _probe(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``code`` run in a fresh interpreter, which must succeed."""
     probe = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(argvs=argvs)],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
     assert probe.returncode == 0, probe.stderr
+    return probe
+
+
+@pytest.mark.parametrize("argvs", [[["--help"]], [["cp", "--help"], ["presign", "--help"]]])
+def test_parser_and_help_import_no_backend_sdk(argvs: list[list[str]]) -> None:
+    probe = _probe(_PROBE.format(argvs=argvs))
     assert probe.stdout.strip() == "[]", probe.stdout
 
 
@@ -84,15 +91,7 @@ _SYN_BUCKET = "startup-syn"
 
 
 def _modules_after(argv: list[str], env: dict[str, str]) -> set[str]:
-    probe = subprocess.run(
-        [sys.executable, "-c", _TRANSFER_PROBE.format(argv=argv)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    assert probe.returncode == 0, probe.stderr
+    probe = _probe(_TRANSFER_PROBE.format(argv=argv), env)
     code, modules = json.loads(probe.stdout.strip().splitlines()[-1])
     assert code == 0, probe.stderr
     return set(modules)
