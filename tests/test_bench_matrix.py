@@ -175,13 +175,16 @@ def test_text_data_compresses_and_periodic_copy_changes_five_percent(tmp_path: P
 
 
 def test_run_measured_counts_the_process_tree() -> None:
-    burn = (
-        "import subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', "
-        '\'x = bytearray(80 * 2**20); t = __import__("time").process_time()\\n'
-        'while __import__("time").process_time() - t < 0.3: pass\'])\n'
-        "child.wait()\n"
+    # The grandchild holds 80 MiB for 0.3 s of CPU and then 1 s more: the
+    # tree is sampled, and a slow /proc (CI's) may leave few samples.
+    grandchild = (
+        "import time\n"
+        "x = bytearray(80 * 2**20)\n"
+        "t = time.process_time()\n"
+        "while time.process_time() - t < 0.3: pass\n"
+        "time.sleep(1.0)\n"
     )
+    burn = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {grandchild!r}])\n"
     stats = run_measured([sys.executable, "-c", burn])
     assert stats.returncode == 0
     assert stats.cpu >= 0.3  # the grandchild's CPU is counted
