@@ -271,3 +271,53 @@ def versions_world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     world = _s3_world(request, request.param)
     world.apply(monkeypatch)
     return world
+
+
+# --------------------------------------------------------------------------
+# Which servers the run reached. CI shows the end of the output: the last
+# line says how many tests ran on each S3 server as it ships, so a run in
+# which Ceph RGW (or any other) could not start is seen as such, not read
+# as green.
+
+#: The fixtures that start each server (the S3 worlds reach theirs through
+#: ``s3_world``'s parameter, seen in the test's call spec).
+_SERVER_FIXTURES = {
+    "stock_moto": "stock moto",
+    "seaweed_session": "SeaweedFS",
+    "seaweed": "SeaweedFS",
+    "ceph_rgw": "Ceph RGW",
+}
+_WORLD_NAMES = {"stock-moto": "stock moto", "seaweedfs": "SeaweedFS", "ceph-rgw": "Ceph RGW"}
+_SERVER_OUTCOMES: dict[str, Counter[str]] = {name: Counter() for name in _WORLD_NAMES.values()}
+
+
+def _servers_of(item: pytest.Item) -> set[str]:
+    fixtures = getattr(item, "fixturenames", ())
+    names = {_SERVER_FIXTURES[f] for f in fixtures if f in _SERVER_FIXTURES}
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        for param in ("s3_world", "versions_world"):
+            world = callspec.params.get(param)
+            if world in _WORLD_NAMES:
+                names.add(_WORLD_NAMES[world])
+    return names
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        for name in _servers_of(item):
+            _SERVER_OUTCOMES[name][report.outcome] += 1
+    return report
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not any(_SERVER_OUTCOMES.values()):
+        return
+    parts = []
+    for name, outcomes in _SERVER_OUTCOMES.items():
+        counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no test"
+        parts.append(f"{name}: {counts}")
+    reporter.write_line("S3 servers as they ship — " + "; ".join(parts))
