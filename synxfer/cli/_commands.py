@@ -173,15 +173,16 @@ def _ls_json(item: ObjectInfo | str) -> str:
         if item.mtime is not None
         else None
     )
-    return json.dumps(
-        {
-            "type": "object",
-            "key": item.key,
-            "size": item.size,
-            "last_modified": when,
-            "etag": item.etag,
-        }
-    )
+    line: dict[str, object] = {
+        "type": "object",
+        "key": item.key,
+        "size": item.size,
+        "last_modified": when,
+        "etag": item.etag,
+    }
+    if item.metadata:  # where the listing carries it (GCS, syn:// annotations)
+        line["metadata"] = dict(item.metadata)
+    return json.dumps(line)
 
 
 async def _ls_buckets(client: Client, scheme: str, args: argparse.Namespace) -> None:
