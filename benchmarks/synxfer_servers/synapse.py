@@ -10,7 +10,9 @@ machine:
 * auth: a bearer token (any, unless ``token=`` is given), ``GET /userProfile``;
 * entities: Project / Folder / FileEntity create, get, update (``newVersion``,
   a changed file handle makes a new version), delete, versions, ``/entity/child``
-  lookup, ``/entity/children`` pages, ``bundle2``, ``annotations2``, ``type``,
+  lookup, ``/entity/children`` pages, ``bundle2`` (read, create and update:
+  an entity with its annotations in one call), ``annotations2`` (checked as
+  Synapse checks them), ``type``,
   ``path``, ``permissions``, ``benefactor``, ``accessRequirement``, and
   provenance (``/activity``, ``generatedBy``);
 * uploads: upload destination, multipart upload (``POST /file/multipart``,
@@ -100,6 +102,11 @@ _NAME_RULE = (
     "Entity names may only contain: letters, numbers, spaces, underscores, hyphens, "
     "periods, plus signs, apostrophes, and parentheses"
 )
+#: Annotation names and limits: AnnotationsV2Utils of Synapse-Repository-Services.
+_ANNOTATION_NAME = re.compile(r"[a-zA-Z0-9,_.]+")
+_MAX_ANNOTATION_KEYS = 100
+_MAX_ANNOTATION_VALUES = 100
+_ANNOTATION_TYPES = frozenset({"STRING", "LONG", "DOUBLE", "BOOLEAN", "TIMESTAMP_MS"})
 
 
 def _now() -> str:
@@ -567,7 +574,9 @@ class SynapseService:
                 r"/entity/(?P<id>syn\d+|\d+)/accessRequirement",
                 self._access_requirements,
             ),
+            ("repo", "POST", r"/entity/bundle2/create", self._create_bundle),
             ("repo", "POST", r"/entity/(?P<id>syn\d+|\d+)/bundle2", self._bundle),
+            ("repo", "PUT", r"/entity/(?P<id>syn\d+|\d+)/bundle2", self._update_bundle),
             (
                 "repo",
                 "POST",
@@ -826,60 +835,66 @@ class SynapseService:
         new_version = request.args.get("newVersion", "false").lower() == "true"
         with self._lock:
             entity = self._entity(match["id"])
-            current = entity.body
-            if body.get("etag") != current["etag"]:
-                raise _HttpError(
-                    412,
-                    f"Object: {entity.syn} was updated since you last fetched it, "
-                    "retrieve it again and re-apply the update",
-                )
-            if body.get("concreteType", current["concreteType"]) != current["concreteType"]:
-                raise _HttpError(400, f"Cannot change the type of {entity.syn}")
-            name = body.get("name", current["name"])
-            if not isinstance(name, str) or not _NAME.match(name):
-                raise _HttpError(400, f"Invalid entity name {name!r}. {_NAME_RULE}")
-            parent = entity.parent
-            if entity.kind != "project" and body.get("parentId"):
-                parent = self._entity(body["parentId"]).id
-            if self._names.get(parent, {}).get(name, entity.id) != entity.id:
-                raise _HttpError(
-                    409,
-                    f"An entity with the name: {name} already exists with a parentId: syn{parent}",
-                )
-            updated = {k: v for k, v in body.items() if v is not None}
-            for field in ("id", "createdOn", "createdBy", "versionNumber", "isLatestVersion"):
-                if field in current:
-                    updated[field] = current[field]
-            updated.update(
-                name=name,
-                parentId=f"syn{parent}",
-                etag=_etag(),
-                modifiedOn=_now(),
-                modifiedBy=self.user_id,
+            self._update(entity, body, new_version)
+            return self._entity_json(entity)
+
+    def _update(self, entity: _Entity, body: dict[str, Any], new_version: bool) -> None:
+        """Apply ``body`` (the entity's JSON) to ``entity`` as ``PUT /entity/{id}``
+        does: etag checked (412), name kept unique (409), a new version when
+        asked or when a file's handle changes. The lock is held."""
+        current = entity.body
+        if body.get("etag") != current["etag"]:
+            raise _HttpError(
+                412,
+                f"Object: {entity.syn} was updated since you last fetched it, "
+                "retrieve it again and re-apply the update",
             )
-            if entity.kind == "file":
-                self._check_handle(updated.get("dataFileHandleId"))
-                changed = updated.get("dataFileHandleId") != current.get("dataFileHandleId")
-                if new_version or changed:
-                    # Synapse: a changed file handle always makes a new version.
-                    number = max(entity.versions) + 1
-                    label = body.get("versionLabel")
-                    if label is None or label == current.get("versionLabel"):
-                        label = str(number)
-                    updated.update(versionNumber=number, versionLabel=label)
-                    if body.get("versionComment") == current.get("versionComment"):
-                        updated.pop("versionComment", None)
-                    entity.versions[number] = updated
-                    entity.annotations[number] = dict(entity.annotations[entity.current])
-                    entity.current = number
-                else:
-                    entity.versions[entity.current] = updated
+        if body.get("concreteType", current["concreteType"]) != current["concreteType"]:
+            raise _HttpError(400, f"Cannot change the type of {entity.syn}")
+        name = body.get("name", current["name"])
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise _HttpError(400, f"Invalid entity name {name!r}. {_NAME_RULE}")
+        parent = entity.parent
+        if entity.kind != "project" and body.get("parentId"):
+            parent = self._entity(body["parentId"]).id
+        if self._names.get(parent, {}).get(name, entity.id) != entity.id:
+            raise _HttpError(
+                409,
+                f"An entity with the name: {name} already exists with a parentId: syn{parent}",
+            )
+        updated = {k: v for k, v in body.items() if v is not None}
+        for field in ("id", "createdOn", "createdBy", "versionNumber", "isLatestVersion"):
+            if field in current:
+                updated[field] = current[field]
+        updated.update(
+            name=name,
+            parentId=f"syn{parent}",
+            etag=_etag(),
+            modifiedOn=_now(),
+            modifiedBy=self.user_id,
+        )
+        if entity.kind == "file":
+            self._check_handle(updated.get("dataFileHandleId"))
+            changed = updated.get("dataFileHandleId") != current.get("dataFileHandleId")
+            if new_version or changed:
+                # Synapse: a changed file handle always makes a new version.
+                number = max(entity.versions) + 1
+                label = body.get("versionLabel")
+                if label is None or label == current.get("versionLabel"):
+                    label = str(number)
+                updated.update(versionNumber=number, versionLabel=label)
+                if body.get("versionComment") == current.get("versionComment"):
+                    updated.pop("versionComment", None)
+                entity.versions[number] = updated
+                entity.annotations[number] = dict(entity.annotations[entity.current])
+                entity.current = number
             else:
                 entity.versions[entity.current] = updated
-            del self._names[entity.parent][current["name"]]
-            self._names.setdefault(parent, {})[name] = entity.id
-            entity.parent = parent
-            return self._entity_json(entity)
+        else:
+            entity.versions[entity.current] = updated
+        del self._names[entity.parent][current["name"]]
+        self._names.setdefault(parent, {})[name] = entity.id
+        entity.parent = parent
 
     def _delete_entity(self, request: Request, match: re.Match[str]) -> Any:
         with self._lock:
@@ -1080,6 +1095,121 @@ class SynapseService:
             ],
         }
 
+    def _create_bundle(self, request: Request, match: re.Match[str]) -> Any:
+        """``POST /entity/bundle2/create``: an entity and its annotations in one
+        transaction (Synapse's EntityBundleServiceImpl.createEntityBundle):
+        the annotations are checked first, so a refused one creates nothing."""
+        from werkzeug.wrappers import Response
+
+        body = self._json(request)
+        entity_json = body.get("entity")
+        if not isinstance(entity_json, dict):
+            raise _HttpError(400, "Invalid request: no entity to create")
+        self._no_acl(body)
+        annotations = self._bundle_annotations(body)
+        with self._lock:
+            entity = self._create(entity_json)
+            bundle: dict[str, Any] = {"entity": self._entity_json(entity)}
+            if annotations is not None:
+                entity.annotations[entity.current].update(annotations)
+                bundle["annotations"] = self._annotations_json(entity, entity.current)
+        return Response(json.dumps(bundle), status=201, content_type="application/json")
+
+    def _update_bundle(self, request: Request, match: re.Match[str]) -> Any:
+        """``PUT /entity/{id}/bundle2``: update the entity (``PUT /entity/{id}``
+        without ``newVersion``: a changed file handle still makes a new
+        version) and put the given annotations over the current version's
+        (keys not given are kept), in one transaction, as Synapse's
+        EntityBundleServiceImpl.updateEntityBundle does."""
+        body = self._json(request)
+        entity_json = body.get("entity")
+        self._no_acl(body)
+        annotations = self._bundle_annotations(body)
+        wanted = f"syn{_syn_id(match['id'])}"
+        if entity_json is not None and (
+            not isinstance(entity_json, dict) or entity_json.get("id") != wanted
+        ):
+            raise _HttpError(400, "Entity does not match requested entity ID")
+        if annotations is not None and body["annotations"].get("id") != wanted:
+            raise _HttpError(400, "Annotations do not match requested entity ID")
+        with self._lock:
+            entity = self._entity(match["id"])
+            bundle: dict[str, Any] = {}
+            if entity_json is not None:
+                self._update(entity, entity_json, new_version=False)
+                bundle["entity"] = self._entity_json(entity)
+            if annotations is not None:
+                entity.annotations[entity.current].update(annotations)
+                entity.body["etag"] = _etag()
+                bundle["annotations"] = self._annotations_json(entity, entity.current)
+                if "entity" in bundle:
+                    bundle["entity"] = self._entity_json(entity)
+            return bundle
+
+    @staticmethod
+    def _no_acl(body: dict[str, Any]) -> None:
+        if body.get("accessControlList") is not None:
+            raise _HttpError(
+                501, "Not implemented by the local Synapse-style service: an ACL in a bundle"
+            )
+
+    @classmethod
+    def _bundle_annotations(cls, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The checked annotations of an EntityBundleCreate, None if it has none."""
+        doc = body.get("annotations")
+        if doc is None:
+            return None
+        if not isinstance(doc, dict):
+            raise _HttpError(400, "annotations must be an Annotations object")
+        return cls._check_annotations(doc.get("annotations") or {})
+
+    @staticmethod
+    def _check_annotations(annotations: Any) -> dict[str, Any]:
+        """Annotations (v2) as Synapse validates them (AnnotationsV2Utils): at
+        most 100 names of letters, digits, ``_ . ,``; a type and at most 100
+        values each, every value valid for its type. 400 otherwise."""
+        if not isinstance(annotations, dict):
+            raise _HttpError(400, "annotations must be an object")
+        if len(annotations) > _MAX_ANNOTATION_KEYS:
+            raise _HttpError(
+                400, f"Exceeded maximum number of annotation keys: {_MAX_ANNOTATION_KEYS}"
+            )
+        for key, entry in annotations.items():
+            name = key.strip()
+            if not name:
+                raise _HttpError(400, "Annotation names cannot be empty strings")
+            if not _ANNOTATION_NAME.fullmatch(name):
+                raise _HttpError(
+                    400,
+                    f"Invalid annotation name: '{key}'. Annotation names may only contain; "
+                    "letters, numbers, '_' and '.'",
+                )
+            values = entry.get("value") if isinstance(entry, dict) else None
+            if not isinstance(values, list):
+                raise _HttpError(400, f"value list for key={key} can not be null")
+            if len(values) > _MAX_ANNOTATION_VALUES:
+                raise _HttpError(
+                    400,
+                    f"key={key} has exceeded the maximum number of values allowed: "
+                    f"{_MAX_ANNOTATION_VALUES}",
+                )
+            kind = entry.get("type")
+            if kind not in _ANNOTATION_TYPES:
+                raise _HttpError(
+                    400, f"a value type must be set for values associated with key={key}"
+                )
+            for value in values:
+                if not isinstance(value, str):
+                    raise _HttpError(
+                        400, "null is not allowed. To indicate no values, use an empty list."
+                    )
+                if not _annotation_value_ok(kind, value):
+                    raise _HttpError(
+                        400,
+                        f"Value associated with key={key} is not valid for type={kind}: {value}",
+                    )
+        return annotations
+
     def _get_annotations(self, request: Request, match: re.Match[str]) -> Any:
         with self._lock:
             entity = self._entity(match["id"])
@@ -1095,9 +1225,7 @@ class SynapseService:
                     f"Object: {entity.syn} was updated since you last fetched it, "
                     "retrieve it again and re-apply the update",
                 )
-            annotations = body.get("annotations") or {}
-            if not isinstance(annotations, dict):
-                raise _HttpError(400, "annotations must be an object")
+            annotations = self._check_annotations(body.get("annotations") or {})
             entity.annotations[entity.current] = annotations
             entity.body["etag"] = _etag()
             entity.body["modifiedOn"] = _now()
@@ -1565,6 +1693,22 @@ class SynapseService:
                 raise _HttpError(403, f"FileHandle {handle_id} is not associated with that object")
             handle = dict(self._handles[handle_id])
         return self._url_answer(request, self._download_url(handle))
+
+
+def _annotation_value_ok(kind: str, value: str) -> bool:
+    """Whether Synapse's validator for ``kind`` takes ``value`` (Java's
+    Long.parseLong, Double.parseDouble, "true"/"false" in any case)."""
+    if kind == "STRING":
+        return True
+    if kind == "BOOLEAN":
+        return value.lower() in ("true", "false")
+    if kind in ("LONG", "TIMESTAMP_MS"):
+        return re.fullmatch(r"[+-]?\d+", value) is not None and -(2**63) <= int(value) < 2**63
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _same(a: str, b: str) -> bool:

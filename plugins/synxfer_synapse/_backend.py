@@ -85,6 +85,7 @@ from synxfer.backend import (
     bounded_map,
 )
 
+from ._annotations import annotations_of
 from ._core import SynapseRest
 from ._entities import Remote, Tree, entity_kind
 from ._options import SynapseSettings, load_settings, no_token
@@ -147,6 +148,8 @@ class _Pending:
     handle: str | None = None
     #: The entity at the key when the upload started (None: there was none).
     entity_id: str | None = None
+    #: The annotations the file gets (its metadata's, see ``_annotations``).
+    annotations: dict[str, Any] = field(default_factory=dict)
 
 
 class SynapseVendor(UrlVendor):
@@ -347,6 +350,8 @@ class SynapseVendor(UrlVendor):
         md5 = request.content_md5
         if md5 is None:
             raise BackendError("a Synapse upload needs the file's MD5 first", url=url)
+        # Refused keys fail the file before anything is sent or made.
+        annotations = annotations_of(request.options.metadata, url)
         parent_path, _, name = key.rpartition("/")
         parent = await self.tree.folder(parent_path, create=True)
         assert parent is not None
@@ -357,6 +362,7 @@ class SynapseVendor(UrlVendor):
         parts = max(1, -(-request.size // part_size))
         if existing is not None and existing.md5 == md5 and existing.size == request.size:
             state = _Pending(parent, name, request.size, md5, content_type, unchanged=existing)
+            state.annotations = annotations
             state.done = set(range(1, parts + 1))
             upload_id = f"unchanged-{existing.entity_id}-{md5}"
             self.pending[upload_id] = state
@@ -377,6 +383,7 @@ class SynapseVendor(UrlVendor):
         if not isinstance(doc, dict) or not doc.get("uploadId"):
             raise BackendError("the service started no upload", url=url)
         state = _Pending(parent, name, request.size, md5, content_type, entity_id=entity_id)
+        state.annotations = annotations
         parts_state = str(doc.get("partsState") or "")
         state.done = {i for i, c in enumerate(parts_state, 1) if c == "1"}
         if doc.get("state") == "COMPLETED" and doc.get("resultFileHandleId"):
@@ -450,8 +457,14 @@ class SynapseVendor(UrlVendor):
         if state is None:
             raise NotFound(f"upload {upload.upload_id} is not known here", url=url)
         if state.unchanged is not None:
+            # The same bytes: no version, but metadata given is written (as
+            # an S3 cp of the same object rewrites its metadata).
+            remote = state.unchanged
+            if state.annotations:
+                remote = await self.tree.annotate(remote, upload.key, state.annotations)
+                self._remotes[upload.key] = remote
             self.pending.pop(upload.upload_id, None)
-            return state.unchanged.info(upload.key)
+            return remote.info(upload.key)
         handle = state.handle
         if handle is None:
             doc = await self.rest.call(
@@ -479,6 +492,7 @@ class SynapseVendor(UrlVendor):
             state.content_type,
             hint=state.entity_id,
             hinted=True,
+            annotations=state.annotations,
         )
         self.pending.pop(upload.upload_id, None)
         self._remotes[upload.key] = remote
@@ -505,14 +519,15 @@ class SynapseBackend(UrlBackend):
         max_single_put=5 * GiB,
         ranged_reads=True,
         server_side_copy=False,
-        metadata=False,
+        metadata=True,
         batch_delete=False,
         part_checksum="md5",
         list_parts=False,
         needs_content_md5=True,
         # Entity reads of a listing page run side by side, a slot each.
         fan_out=frozenset({"list_page"}),
-        write_options=frozenset({"content_type"}),
+        # Metadata: the File entity's annotations (see ``_annotations``).
+        write_options=frozenset({"content_type", "metadata"}),
     )
 
     def __init__(self, bucket: str, options: BackendOptions) -> None:

@@ -28,12 +28,13 @@ import asyncio
 import base64
 import datetime as _dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final
 
 from synxfer import BackendError, BucketNotFound, NotFound, ObjectInfo, TransientError
 
+from ._annotations import is_subset, metadata_of
 from ._core import Conflict, SynapseRest
 
 __all__ = ["FILE", "FOLDER", "Remote", "Tree", "entity_kind", "parse_time"]
@@ -83,6 +84,10 @@ class Remote:
     modified: float | None
     content_type: str | None = None
     version: int | None = None
+    #: The version's annotations (Synapse's map), None when not read with it.
+    annotations: Mapping[str, Any] | None = None
+    #: The entity's etag as last read (an annotations update must name it).
+    etag: str | None = None
 
     def info(self, key: str) -> ObjectInfo:
         b64 = _md5_b64(self.md5)
@@ -93,14 +98,22 @@ class Remote:
             etag=self.md5 if b64 else f"fh{self.handle_id}",
             content_type=self.content_type,
             checksums=MappingProxyType({"md5": b64}) if b64 else MappingProxyType({}),
+            metadata=MappingProxyType(metadata_of(self.annotations)),
         )
 
 
-def remote_from(entity: Mapping[str, Any], handle: Mapping[str, Any] | None) -> Remote:
-    """A Remote from an entity and its file handle (size 0, no MD5 if the handle is absent)."""
+def remote_from(
+    entity: Mapping[str, Any],
+    handle: Mapping[str, Any] | None,
+    annotations: Mapping[str, Any] | None = None,
+) -> Remote:
+    """A Remote from an entity, its file handle (size 0, no MD5 if the handle
+    is absent) and its Annotations (``{"id", "etag", "annotations"}``) if read."""
     handle = handle or {}
     version = entity.get("versionNumber")
     size = handle.get("contentSize")
+    found = annotations.get("annotations") if isinstance(annotations, Mapping) else None
+    etag = annotations.get("etag") if isinstance(annotations, Mapping) else None
     return Remote(
         entity_id=str(entity["id"]),
         handle_id=str(entity.get("dataFileHandleId") or handle.get("id") or ""),
@@ -109,6 +122,8 @@ def remote_from(entity: Mapping[str, Any], handle: Mapping[str, Any] | None) -> 
         modified=parse_time(entity.get("modifiedOn")),
         content_type=str(handle["contentType"]) if handle.get("contentType") else None,
         version=int(version) if isinstance(version, int) else None,
+        annotations=dict(found) if isinstance(found, Mapping) else None,
+        etag=str(etag or entity.get("etag") or "") or None,
     )
 
 
@@ -205,12 +220,13 @@ class Tree:
         return doc
 
     async def bundle(self, entity_id: str, key: str) -> Remote | None:
-        """The File entity ``entity_id`` with its handle (one call); None if it is not a file."""
+        """The File entity ``entity_id`` with its handle and annotations (one
+        call); None if it is not a file."""
         doc = await self.rest.call(
             "POST",
             "repo",
             f"/entity/{entity_id}/bundle2",
-            body={"includeEntity": True, "includeFileHandles": True},
+            body={"includeEntity": True, "includeFileHandles": True, "includeAnnotations": True},
             url=self.url(key),
             what=f"get {entity_id}",
         )
@@ -228,7 +244,59 @@ class Tree:
             raise BackendError(
                 f"the service sent no file handle {wanted} for {entity_id}", url=self.url(key)
             )
-        return remote_from(entity, handle)
+        return remote_from(entity, handle, doc.get("annotations"))
+
+    async def _entity_annotated(self, entity_id: str, key: str) -> tuple[dict[str, Any], Any]:
+        """The entity ``entity_id`` and its Annotations, in one call."""
+        doc = await self.rest.call(
+            "POST",
+            "repo",
+            f"/entity/{entity_id}/bundle2",
+            body={"includeEntity": True, "includeAnnotations": True},
+            url=self.url(key),
+            what=f"get {entity_id}",
+        )
+        entity = doc.get("entity") if isinstance(doc, dict) else None
+        if not isinstance(entity, dict):
+            raise BackendError(f"the service sent no entity for {entity_id}", url=self.url(key))
+        return entity, doc.get("annotations")
+
+    async def annotate(self, remote: Remote, key: str, wanted: Mapping[str, Any]) -> Remote:
+        """Put ``wanted`` over the current annotations of ``remote``'s entity
+        (others kept), unless they are there already: one ``PUT
+        .../annotations2``; a conflict (the entity changed since it was read)
+        reads it again."""
+        for _ in range(3):
+            if is_subset(wanted, remote.annotations):
+                return remote
+            merged = {**(remote.annotations or {}), **wanted}
+            try:
+                doc = await self.rest.call(
+                    "PUT",
+                    "repo",
+                    f"/entity/{remote.entity_id}/annotations2",
+                    body={"id": remote.entity_id, "etag": remote.etag, "annotations": merged},
+                    url=self.url(key),
+                    what=f"annotations of {remote.entity_id}",
+                )
+            except Conflict:
+                fresh = await self.bundle(remote.entity_id, key)
+                if fresh is None:
+                    raise BackendError(
+                        f"{self.url(key)} is no longer a file", url=self.url(key)
+                    ) from None
+                remote = fresh
+                continue
+            doc = doc if isinstance(doc, dict) else {}
+            annotations = doc.get("annotations")
+            return replace(
+                remote,
+                annotations=dict(annotations) if isinstance(annotations, dict) else merged,
+                etag=str(doc.get("etag") or "") or None,
+            )
+        raise TransientError(
+            f"{self.url(key)} kept changing while its annotations were written", url=self.url(key)
+        )
 
     # -- folders -----------------------------------------------------------------
 
@@ -350,6 +418,7 @@ class Tree:
         *,
         hint: str | None = None,
         hinted: bool = False,
+        annotations: Mapping[str, Any] | None = None,
     ) -> Remote:
         """Point the File entity ``name`` in ``parent`` at ``handle_id``: a new
         entity, or a new version of the existing one (as synapseclient's
@@ -357,33 +426,55 @@ class Tree:
         completion). ``hinted``: ``hint`` is what the upload's start knew of
         the key (the entity's id, or None), used on the first attempt instead
         of a lookup; a conflict, or a hinted entity gone or moved meanwhile,
-        makes it look again."""
+        makes it look again.
+
+        With ``annotations``, each call that writes the entity writes them in
+        the same transaction (``POST /entity/bundle2/create``, ``PUT
+        /entity/{id}/bundle2``: Synapse puts them over the version's, others
+        kept), so no entity or version exists without them; an entity found
+        already pointing at the handle gets those it lacks."""
         for attempt in range(3):
             trusted = not (hinted and attempt == 0)
             if trusted:
                 entity_id = await self.child(parent, name, key)
             else:
                 entity_id = hint
+            annotated: Any = None
             if entity_id is None:
+                body = {
+                    "name": name,
+                    "parentId": parent,
+                    "concreteType": FILE,
+                    "dataFileHandleId": handle_id,
+                }
                 try:
-                    doc = await self.rest.call(
-                        "POST",
-                        "repo",
-                        "/entity",
-                        body={
-                            "name": name,
-                            "parentId": parent,
-                            "concreteType": FILE,
-                            "dataFileHandleId": handle_id,
-                        },
-                        url=self.url(key),
-                        what="create file entity",
-                    )
+                    if annotations:
+                        bundle = await self.rest.call(
+                            "POST",
+                            "repo",
+                            "/entity/bundle2/create",
+                            body={"entity": body, "annotations": {"annotations": annotations}},
+                            url=self.url(key),
+                            what="create file entity",
+                        )
+                        doc, annotated = _bundle_parts(bundle)
+                    else:
+                        doc = await self.rest.call(
+                            "POST",
+                            "repo",
+                            "/entity",
+                            body=body,
+                            url=self.url(key),
+                            what="create file entity",
+                        )
                 except Conflict:
                     continue  # someone made it meanwhile: update theirs
             else:
                 try:
-                    entity = await self.entity(entity_id, key)
+                    if annotations:
+                        entity, annotated = await self._entity_annotated(entity_id, key)
+                    else:
+                        entity = await self.entity(entity_id, key)
                 except NotFound:
                     if trusted:
                         raise
@@ -401,18 +492,43 @@ class Tree:
                     )
                 if str(entity.get("dataFileHandleId")) == handle_id:
                     doc = entity
+                    if annotations:  # registered before without them (a rerun)
+                        done = await self.annotate(
+                            remote_from(entity, None, annotated), key, annotations
+                        )
+                        annotated = {"annotations": done.annotations, "etag": done.etag}
                 else:
                     entity["dataFileHandleId"] = handle_id
                     try:
-                        doc = await self.rest.call(
-                            "PUT",
-                            "repo",
-                            f"/entity/{entity_id}",
-                            body=entity,
-                            params={"newVersion": "true"},
-                            url=self.url(key),
-                            what=f"new version of {entity_id}",
-                        )
+                        if annotations:
+                            # Synapse makes a new version of a File entity whose
+                            # handle changes to other content (PLFM-1744).
+                            bundle = await self.rest.call(
+                                "PUT",
+                                "repo",
+                                f"/entity/{entity_id}/bundle2",
+                                body={
+                                    "entity": entity,
+                                    "annotations": {
+                                        "id": entity_id,
+                                        "etag": entity.get("etag"),
+                                        "annotations": annotations,
+                                    },
+                                },
+                                url=self.url(key),
+                                what=f"new version of {entity_id}",
+                            )
+                            doc, annotated = _bundle_parts(bundle)
+                        else:
+                            doc = await self.rest.call(
+                                "PUT",
+                                "repo",
+                                f"/entity/{entity_id}",
+                                body=entity,
+                                params={"newVersion": "true"},
+                                url=self.url(key),
+                                what=f"new version of {entity_id}",
+                            )
                     except Conflict:
                         continue  # changed meanwhile (etag): read it again
             if not isinstance(doc, dict) or not doc.get("id"):
@@ -421,7 +537,14 @@ class Tree:
             handle = {"id": handle_id, "contentSize": size, "contentMd5": md5}
             if content_type:
                 handle["contentType"] = content_type
-            return remote_from(doc, handle)
+            return remote_from(doc, handle, annotated)
         raise TransientError(
             f"{self.url(key)} kept changing while its new version was registered", url=self.url(key)
         )
+
+
+def _bundle_parts(bundle: Any) -> tuple[Any, Any]:
+    """The entity and the Annotations of an EntityBundle."""
+    if not isinstance(bundle, dict):
+        return None, None
+    return bundle.get("entity"), bundle.get("annotations")
