@@ -333,3 +333,27 @@ def test_the_service_refuses_a_bad_annotation_and_creates_nothing(
             )
 
     asyncio.run(main())
+
+
+def test_a_compressed_upload_is_refused_not_stored_unmarked(
+    service: Any, home: Path, tmp_path: Path
+) -> None:
+    """``--compress`` marks an object by metadata that no annotation can hold
+    (``synxfer-encoding``): before, syn:// stored the zstd stream unmarked and
+    a download gave those bytes back as the file."""
+    pytest.importorskip("zstandard")
+    project = service.create_project("compressed")
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"x" * 10_000)
+
+    async def main() -> None:
+        config = TransferConfig(
+            compress="zstd", retry=RetryPolicy(attempts=2, initial_delay=0.01, max_delay=0.05)
+        )
+        async with Client(config) as client:
+            res = await client.upload_file(f, f"syn://{project}/a.txt")
+            (failure,) = res.failures
+            assert "--compress" in failure.error
+            assert not [i async for i in client.ls(f"syn://{project}/", recursive=True)]
+
+    asyncio.run(main())
