@@ -23,11 +23,14 @@ How a file goes up (what synapseclient does, step for step):
 4. ``PUT /file/multipart/{id}/complete`` gives a file handle, and only then
    is the File entity created -- or its ``dataFileHandleId`` updated with
    ``newVersion=true``, a new version, as synapseclient's store does. An
-   upload that fails or is interrupted registers nothing.
+   upload that fails or is interrupted registers nothing. Metadata is the
+   entity's annotations, written in that same call (``bundle2``, see
+   :mod:`synxfer_synapse._annotations` and decision 0050).
 
 A file whose MD5 and size equal its entity's current version's is not
 uploaded again (synapseclient does the same): a put returns at once, and a
-multipart upload sends no part and makes no version.
+multipart upload sends no part and makes no version; metadata given with it
+that the entity lacks is written (one ``PUT .../annotations2``).
 
 How a file comes down: ``stat``/``list_page`` read the entity with its file
 handle (``POST /entity/{id}/bundle2``); the handle's MD5 is the object's

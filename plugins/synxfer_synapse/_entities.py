@@ -19,7 +19,8 @@ A File entity's bytes are its current version's file handle: size,
 :class:`~synxfer.ObjectInfo` carries the MD5 as ``checksums["md5"]``
 (base64), so the engine verifies downloads against it, and as the
 ``etag`` (hex), so ``--checksum`` compares it with a local file's MD5 and
-a read pinned to it fails if the content changed.
+a read pinned to it fails if the content changed. Its annotations, read in
+the same ``bundle2`` request, are its ``metadata`` (:mod:`._annotations`).
 """
 
 from __future__ import annotations
