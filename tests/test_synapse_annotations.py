@@ -119,7 +119,7 @@ def test_metadata_becomes_annotations_in_the_call_that_creates_the_entity(
         "tags": {"type": "STRING", "value": ["a", "b"]},
     }  # synxfer's own mtime is no annotation
     # The real synapseclient reads them, typed.
-    from synapseclient.models import File
+    from synapseclient.models import File  # type: ignore[import-untyped]
 
     syn = _synapseclient(home)
     seen = File(id=entity_id, download_file=False).get(synapse_client=syn).annotations
