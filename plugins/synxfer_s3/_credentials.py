@@ -227,11 +227,25 @@ def _session(profile: str | None) -> BotoSession:
 
 
 def _chain_credentials(profile: str | None) -> BotoCredentials:
-    from botocore.exceptions import BotoCoreError
+    from botocore.exceptions import (
+        BotoCoreError,
+        ConfigParseError,
+        PartialCredentialsError,
+        ProfileNotFound,
+    )
 
     session = _session(profile)
     try:
         credentials = session.get_credentials()
+    except ProfileNotFound as exc:
+        # AWS_PROFILE names no profile: a set-up error that ends the run, as --profile's does.
+        raise NoCredentials(f"{exc}; check AWS_PROFILE and ~/.aws/config") from exc
+    except ConfigParseError as exc:
+        raise NoCredentials(
+            f"{exc}: fix the file or point AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE elsewhere"
+        ) from exc
+    except PartialCredentialsError as exc:
+        raise NoCredentials(f"no usable credentials ({exc}): {CREDENTIALS_HINT}") from exc
     except BotoCoreError as exc:
         raise PermissionDenied(f"could not obtain credentials: {exc}") from exc
     if credentials is None:

@@ -112,11 +112,11 @@ def endpoint_from_env(options: BackendOptions, env: Mapping[str, str] | None = N
 
 def check_endpoint_url(url: str, source: str) -> str:
     """``url`` if it is an http(s) URL with a host; else ConfigError naming ``source``."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         parts.port  # noqa: B018 - validates the port
-    except ValueError:
-        parts = parts._replace(netloc="")
+    except ValueError:  # a bad port, an unclosed [IPv6] host
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"invalid endpoint URL {url!r} (from {source}): expected http(s)://host[:port]"
