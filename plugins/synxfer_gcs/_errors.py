@@ -49,6 +49,7 @@ from synxfer import (
     BackendError,
     BucketNotFound,
     ConfigError,
+    NoCredentials,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -191,10 +192,8 @@ def map_error(exc: BaseException, *, url: str) -> SynxferError:
     """
     if isinstance(exc, SynxferError):
         return exc
-    if isinstance(exc, gauth.DefaultCredentialsError):
-        return PermissionDenied(
-            f"no usable Google credentials ({exc}): {CREDENTIALS_HINT}", url=url
-        )
+    if isinstance(exc, gauth.DefaultCredentialsError):  # none found: a set-up error (exit 2)
+        return NoCredentials(f"no usable Google credentials ({exc}): {CREDENTIALS_HINT}", url=url)
     if isinstance(exc, gauth.RefreshError):
         if getattr(exc, "retryable", False):
             return TransientError(f"could not refresh Google credentials: {exc}", url=url)

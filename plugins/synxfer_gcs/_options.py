@@ -92,7 +92,11 @@ def resolve_endpoint(
             raw = f"http://{raw}"
     else:
         raw, source = DEFAULT_ENDPOINT, "the default"
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:  # a bad port, an unclosed [IPv6] host
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"invalid GCS endpoint {raw!r} (from {source}): expected http(s)://host[:port]"
