@@ -117,7 +117,11 @@ def _section(parser: configparser.RawConfigParser, name: str) -> dict[str, str]:
 
 def _endpoint(value: str, name: str, source: str) -> str:
     value = value.strip().rstrip("/")
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:  # a bad port, an unclosed [IPv6] host
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"Synapse {name} {value!r} (from {source}) is not an http(s) URL: expected "
