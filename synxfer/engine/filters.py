@@ -51,13 +51,24 @@ class FilterRule(NamedTuple):
     pattern: str
 
 
+def _bad_filters(value: object) -> ConfigError:
+    return ConfigError(
+        "filters must be a list of (kind, pattern) pairs, like [('exclude', '*.tmp')] "
+        f"(got {value!r})"
+    )
+
+
 class Filters:
     """An ordered list of include/exclude rules; the last match wins."""
 
     def __init__(self, rules: Iterable[tuple[str, str] | FilterRule] = ()) -> None:
         compiled: list[tuple[bool, re.Pattern[str]]] = []
         self.rules: list[FilterRule] = []
+        if isinstance(rules, str):
+            raise _bad_filters(rules)
         for rule in rules:
+            if not isinstance(rule, tuple | list) or len(rule) != 2:
+                raise _bad_filters(rule)
             kind, pattern = (rule.kind, rule.pattern) if isinstance(rule, FilterRule) else rule
             if kind not in ("include", "exclude"):
                 raise ConfigError(f"filter kind must be 'include' or 'exclude' (got {kind!r})")

@@ -125,6 +125,13 @@ class TreeOps:
             if loc.scheme in ("http", "https"):
                 name = name.split("?", 1)[0]  # a pre-signed URL's query is no name
             dest = dest / posixpath.basename(name)
+        if (kind := special_file(dest)) is not None:
+            # A download is renamed into place: it would replace the device or pipe
+            # (/dev/null included) with a regular file.
+            raise ConfigError(
+                f"{dest} is a {kind}, not a file: a download would replace it; write to it "
+                "as a stream with Client.get_stream"
+            )
         return DownloadJob(backend, loc.key, dest, info.size, etag=info.etag)
 
     async def copy_one_job(
@@ -643,10 +650,37 @@ async def kept_single(
 
 def existing_file(path: Path) -> Path:
     if not path.exists():
+        if path.is_symlink():
+            raise ConfigError(
+                f"{path} is a symbolic link to {os.readlink(path)!r}, which does not exist"
+            )
         raise ConfigError(f"{path}: no such file")
     if path.is_dir():
         raise ConfigError(f"{path} is a directory: copy it with recursive=True, or sync it")
+    if (kind := special_file(path)) is not None:
+        # Opening a pipe waits for a writer; its size is unknown: a stream, not a file.
+        raise ConfigError(f"{path} is a {kind}, not a file: upload it with Client.put_stream")
     return path
+
+
+def special_file(path: Path) -> str | None:
+    """What ``path`` is if it exists and is neither a regular file nor a
+    directory (``named pipe``, ``character device``...), else None."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, kind in (
+        (stat.S_ISFIFO, "named pipe"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return kind
+    return None
 
 
 def prefix_error(url: str, verb: str) -> ConfigError:
