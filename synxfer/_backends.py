@@ -59,6 +59,7 @@ class Backends:
         self.config = config
         self.engine = engine
         self.layers = tuple(layers)
+        _check_shapes(endpoints, backend_options)
         self.endpoints = {k.lower(): v for k, v in (endpoints or {}).items()}
         self.extra = {k.lower(): dict(v) for k, v in (backend_options or {}).items()}
         # Backends get the scheduler's request limiter for the calls they fan
@@ -177,3 +178,35 @@ class Backends:
                 f"endpoint_url is ambiguous for a copy between {schemes}: it would be sent "
                 f"to both services; give each its own endpoint, endpoints={{{example}}}"
             )
+
+
+def _check_shapes(
+    endpoints: Mapping[str, str] | None, backend_options: Mapping[str, Mapping[str, str]] | None
+) -> None:
+    """ConfigError for ``endpoints`` or ``backend_options`` of the wrong shape,
+    instead of a ValueError or AttributeError from the dict built of them."""
+
+    def strings(value: object) -> bool:
+        return isinstance(value, Mapping) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        )
+
+    if endpoints is not None and not strings(endpoints):
+        raise ConfigError(
+            "Client(endpoints=...) must map schemes to endpoint URLs, like "
+            f"{{'s3': 'http://127.0.0.1:9000'}} (got a {type(endpoints).__name__})"
+        )
+    if backend_options is None:
+        return
+    wrong = [
+        repr(k)
+        for k, v in (backend_options.items() if isinstance(backend_options, Mapping) else ())
+        if not (isinstance(k, str) and strings(v))
+    ]
+    if wrong or not isinstance(backend_options, Mapping):
+        # Values are never echoed: an option may be a credential.
+        where = f" (not so for {', '.join(wrong)})" if wrong else ""
+        raise ConfigError(
+            "Client(backend_options=...) must map schemes to options of strings, like "
+            f"{{'s3': {{'addressing_style': 'path'}}}}{where}"
+        )

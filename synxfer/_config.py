@@ -162,6 +162,7 @@ class TransferConfig:
     compress_level: int = 3
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.max_threads < 1:
             raise ConfigError(f"max_threads must be >= 1 (got {self.max_threads})")
         if self.max_files < 0:
@@ -218,6 +219,59 @@ class TransferConfig:
 
 #: What ``TransferConfig.compress`` takes, besides None.
 COMPRESSIONS = ("zstd",)
+
+#: TransferConfig fields that are counts: whole numbers only.
+_COUNTS = ("max_threads", "max_files", "io_threads", "processes", "min_throughput")
+#: Fields that are byte sizes: a whole number, or text :func:`synxfer.parse_size` reads.
+_SIZES = ("part_size", "multipart_threshold", "memory_budget")
+#: Fields that are seconds.
+_SECONDS = ("connect_timeout", "read_timeout")
+#: Fields that are switches.
+_SWITCHES = ("resume", "guess_mime_type")
+
+
+def _check_types(config: TransferConfig) -> None:
+    """ConfigError naming the field for a value of the wrong type, so that a
+    mistake such as ``max_threads="8"`` is reported as such instead of as a
+    TypeError from a comparison deep inside; sizes and ``bwlimit`` given as
+    text (``"8MiB"``, ``"16M/s"``) are read into bytes here."""
+    from ._units import parse_rate, parse_size
+
+    def whole(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    for name in (*_SIZES, "bwlimit"):
+        value = getattr(config, name)
+        if isinstance(value, str):
+            parse = parse_rate if name == "bwlimit" else parse_size
+            try:
+                object.__setattr__(config, name, parse(value))
+            except ValueError as exc:
+                raise ConfigError(f"TransferConfig({name}=...): {exc}") from None
+        elif not whole(value):
+            kind = "bytes per second" if name == "bwlimit" else "bytes"
+            raise ConfigError(
+                f"{name} must be a whole number of {kind} or text like "
+                f"{'16M/s' if name == 'bwlimit' else '8MiB'} (got {value!r})"
+            )
+    for name in _COUNTS:
+        value = getattr(config, name)
+        if not whole(value):
+            raise ConfigError(f"{name} must be a whole number (got {value!r})")
+    for name in _SECONDS:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{name} must be a number of seconds (got {value!r})")
+    for name in _SWITCHES:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be True or False (got {value!r})")
+    if not isinstance(config.retry, RetryPolicy):
+        raise ConfigError(f"retry must be a synxfer.RetryPolicy (got {config.retry!r})")
+    if config.state_dir is not None and not isinstance(config.state_dir, str):
+        if not isinstance(config.state_dir, os.PathLike):
+            raise ConfigError(f"state_dir must be a path (got {config.state_dir!r})")
+        object.__setattr__(config, "state_dir", os.fspath(config.state_dir))
 
 
 def _check_compress(compress: str | None, level: int) -> None:

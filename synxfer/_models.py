@@ -234,6 +234,13 @@ class WriteOptions:
 
         if not isinstance(self.if_none_match, bool):
             raise ConfigError("WriteOptions(if_none_match=...) must be True or False")
+        if not isinstance(self.metadata, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.metadata.items()
+        ):
+            raise ConfigError(
+                f"WriteOptions(metadata=...) must be a mapping of strings to strings, "
+                f"like {{'project': 'x'}} (got {self.metadata!r})"
+            )
         for name in WRITE_OPTION_NAMES[1:]:
             value = getattr(self, name)
             if value is None or name in ("if_none_match", "tags"):

@@ -134,6 +134,11 @@ class Client:
         sse_c_read_key: CustomerKey | bytes | str | None = None,
         sse_c_write_key: CustomerKey | bytes | str | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, TransferConfig):
+            raise ConfigError(
+                f"Client(config) must be a synxfer.TransferConfig, like "
+                f"Client(TransferConfig(max_threads=16)) (got a {type(config).__name__})"
+            )
         self.config = config or TransferConfig()
         self._dask = dask
         self.follow_symlinks = follow_symlinks
