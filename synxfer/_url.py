@@ -51,8 +51,14 @@ def parse_location(value: str | Path) -> Location:
         raise InvalidURL(f"location {value!r} contains a NUL character")
     m = _SCHEME.match(value)
     if m is None:
-        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:/[^/]", value):
-            raise InvalidURL(f"malformed URL {value!r}: expected scheme://bucket/key")
+        # s3:/b, gs:/ -- one slash short. One letter before the colon is a
+        # drive (C:/data), never a scheme: that path is left to be looked up.
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]+:/(?!/)", value):
+            scheme, _, rest = value.partition(":/")
+            raise InvalidURL(
+                f"malformed URL {value!r}: expected scheme://bucket/key, "
+                f"like {scheme.lower()}://{rest or 'bucket/key'}"
+            )
         return Location("", "", "", Path(value))
     scheme, rest = m.group(1).lower(), m.group(2)
     bucket, _, key = rest.partition("/")
