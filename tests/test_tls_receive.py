@@ -406,3 +406,50 @@ async def test_an_early_answer_stops_the_upload_and_is_returned(
         assert answer.status == 403
         assert b"AccessDenied" in bytes(answer.body)
         await client.aclose()
+
+
+@NATIVE
+@pytest.mark.parametrize("idle", ["quiet", "stray", "close"])
+async def test_a_pooled_connection_is_reused_only_if_nothing_arrived_while_idle(
+    tls_files: tuple[Path, Path], native: str, idle: str
+) -> None:
+    """Before a request the pool asks an idle connection whether anything
+    arrived on it (with the native path, without giving up the GIL): stray
+    bytes (an unsolicited 408) or an end of stream mean a new connection, so
+    the stray answer is never taken for the next request's; a quiet one is
+    reused."""
+    pooled, after_first = asyncio.Event(), asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for n in range(2):
+            await _read_head(reader)
+            body = b"ok%d" % n
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            if n == 0:
+                await pooled.wait()  # not in the answer's read: once the connection is idle
+            if n == 0 and idle == "stray":
+                writer.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+            elif n == 0 and idle == "close":
+                writer.close()
+            if n == 0:
+                after_first.set()
+            if idle != "quiet":
+                return
+
+    async with tls_server(serve, tls_files) as srv:
+        client = HttpClient(ca_bundle=str(tls_files[0]), tls_native=native)
+        first = await _get(client, srv["port"])
+        assert (first.status, bytes(first.body)) == (200, b"ok0")
+        pooled.set()
+        await after_first.wait()
+        await asyncio.sleep(0.1)  # loopback: the bytes are in the client's socket by now
+        (conn,) = [c for p in client._pools.values() for c in p.idle]
+        assert (conn.native is not None and conn.native.can_check_idle) == (native == "auto")
+        assert conn.alive() == (idle == "quiet")
+        second = await _get(client, srv["port"])
+        assert second.status == 200
+        assert bytes(second.body) == (b"ok1" if idle == "quiet" else b"ok0")
+        assert srv["connections"] == (1 if idle == "quiet" else 2)
+        await client.aclose()

@@ -170,7 +170,11 @@ class TlsConnection(Connection):
         (an end of stream, an alert, stray bytes) has arrived while idle."""
         if self.closed or not self.reusable:
             return False
+        native, ptr = self.native, self._ptr
         try:
+            if native is not None and ptr is not None and native.can_check_idle:
+                # On the loop, before every request: without giving up the GIL.
+                return not native.idle_busy(ptr, self.sock.fileno())
             if self._pending():
                 return False
             return not _readable(self.sock)
@@ -225,7 +229,8 @@ class TlsConnection(Connection):
         """The worker thread: write the request, receive the whole answer."""
         sock = self.sock
         try:
-            sock.settimeout(timeout)
+            if sock.gettimeout() != timeout:  # setting it gives up the GIL (an ioctl)
+                sock.settimeout(timeout)
             self._send(sock, head, pieces, step, timeout)
             self._receive(sock)
             if self._state == _DONE and self._pending():
@@ -246,9 +251,12 @@ class TlsConnection(Connection):
     def _pending(self) -> bool:
         """Whether TLS data is buffered past the answer: decrypted (``pending``)
         or, with read-ahead, still raw in OpenSSL's buffer."""
+        native, ptr = self.native, self._ptr
+        if native is not None and ptr is not None and native.can_check_idle:
+            return native.pending(ptr)  # both, without giving up the GIL
         if self.sock.pending():
             return True
-        return self._ptr is not None and self.native is not None and self.native.pending(self._ptr)
+        return ptr is not None and native is not None and native.pending(ptr)
 
     def _send(
         self,

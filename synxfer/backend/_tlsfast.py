@@ -63,12 +63,26 @@ def native_choice(choice: str | None = None) -> str:
 class Native:
     """OpenSSL's functions as ``_ssl`` links them, and the compiled body loop (or None)."""
 
-    def __init__(self, libssl: ctypes.CDLL, fill: Any) -> None:
+    def __init__(self, libssl: ctypes.CDLL, fill: Any, held: ctypes.PyDLL | None = None) -> None:
         import ctypes
 
         _P = ctypes.c_void_p
         _INT_P = ctypes.POINTER(ctypes.c_int)
         self._ssl_offset = _ssl_offset()
+        # The same functions called with the GIL held (``held``: a ctypes.PyDLL
+        # handle): each is a microsecond, where giving the GIL up and taking
+        # it back from the other threads is a hand-over (futex calls, a wait).
+        self._held: tuple[Any, Any, Any] | None = None
+        if held is not None:
+            held_pending, held_has_pending = held.SSL_pending, held.SSL_has_pending
+            for fn in (held_pending, held_has_pending):
+                fn.argtypes = [_P]
+                fn.restype = ctypes.c_int
+            poll = ctypes.PyDLL(None).poll
+            poll.argtypes = [_P, ctypes.c_ulong, ctypes.c_int]
+            poll.restype = ctypes.c_int
+            self._held = held_pending, held_has_pending, poll
+        self._pollfd = _pollfd_type()
         self._set_read_ahead = libssl.SSL_set_read_ahead
         self._set_read_ahead.argtypes = [_P, ctypes.c_int]
         self._set_read_ahead.restype = None
@@ -113,7 +127,32 @@ class Native:
 
     def pending(self, ptr: int) -> bool:
         """Whether OpenSSL holds any data of ``ptr``'s stream, decrypted or not."""
+        held = self._held
+        if held is not None:
+            return bool(held[0](ptr) > 0 or held[1](ptr))
         return bool(self._has_pending(ptr))
+
+    @property
+    def can_check_idle(self) -> bool:
+        """Whether :meth:`idle_busy` can run (without giving up the GIL)."""
+        return self._held is not None
+
+    def idle_busy(self, ptr: int, fd: int) -> bool:
+        """Whether anything arrived on an idle connection: data in OpenSSL's
+        buffers (decrypted or not), or the socket readable (stray bytes, an
+        alert, an end of stream) -- ``SSL_pending``, ``SSL_has_pending`` and
+        a ``poll`` of no wait, none of which gives up the GIL (the event loop
+        asks this before every request on a pooled connection). An error of
+        ``poll`` counts as busy: the connection is not trusted."""
+        import ctypes
+
+        held = self._held
+        assert held is not None
+        pending, has_pending, poll = held
+        if pending(ptr) > 0 or has_pending(ptr):
+            return True
+        pfd = self._pollfd(fd, _POLLIN, 0)
+        return bool(poll(ctypes.addressof(pfd), 1, 0) != 0)
 
     def fill(self, ptr: int, fd: int, view: memoryview, timeout: float) -> tuple[int, int, int]:
         """Receive ``len(view)`` bytes into ``view`` (GIL released meanwhile):
@@ -140,6 +179,19 @@ class Native:
         finally:
             del target  # the buffer's export
         return int(got), status.value, err.value
+
+
+_POLLIN: Final = 0x001  # <poll.h>, the same on Linux, the BSDs and macOS
+
+
+def _pollfd_type() -> Any:
+    """``struct pollfd`` (made when ctypes is: at the first HTTPS connection)."""
+    import ctypes
+
+    class PollFd(ctypes.Structure):
+        _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+    return PollFd
 
 
 def _ssl_offset() -> int:
@@ -190,7 +242,8 @@ def _make() -> Native | None:
     if version() != ssl.OPENSSL_VERSION_NUMBER:
         return None
     fill = _compiled()
-    return Native(libssl, fill.synxfer_tls_fill if fill is not None else None)
+    held = ctypes.PyDLL(path, mode=mode | os.RTLD_NOW)
+    return Native(libssl, fill.synxfer_tls_fill if fill is not None else None, held)
 
 
 def _compiled() -> ctypes.CDLL | None:
