@@ -24,7 +24,8 @@ Each run is a fresh process into an empty directory; its CPU comes from
 after it, outside the timing: every name and CRC32C against the source's.
 Printed per row: each tool's medians (wall, user, system, server CPU
 seconds) and, against the first tool, the median of the per-round wall
-differences and in how many rounds it was lower -- the figure to quote,
+and client CPU (user + system) differences and in how many rounds each was
+lower -- the figures to quote,
 since absolute times on a shared machine drift::
 
     python benchmarks/experiments/s3_download_ab.py --rows 1x1GiB,10x100MiB --rounds 8 \\
@@ -283,11 +284,14 @@ def measure(
         print(f"  {tool.name:12} " + " / ".join(f"{m:.3f}" for m in medians))
     base = tools[0].name
     for tool in tools[1:]:
-        diffs = [a[0] - b[0] for a, b in zip(results[tool.name], results[base], strict=True)]
+        pairs = list(zip(results[tool.name], results[base], strict=True))
+        diffs = [a[0] - b[0] for a, b in pairs]
+        cpu = [(a[1] + a[2]) - (b[1] + b[2]) for a, b in pairs]
         lower = sum(d < 0 for d in diffs)
         print(
             f"  {tool.name} - {base}: wall {statistics.median(diffs):+.3f} s "
-            f"(lower in {lower}/{len(diffs)} rounds)"
+            f"(lower in {lower}/{len(diffs)} rounds), client CPU {statistics.median(cpu):+.3f} s "
+            f"(lower in {sum(d < 0 for d in cpu)}/{len(cpu)})"
         )
     sys.stdout.flush()
 
