@@ -200,6 +200,8 @@ class Command:
     scale_out: bool = False
     #: It reports per file (events, progress, a summary and its exit code).
     reports: bool = False
+    #: ``-``, a named pipe or a device on one side is a stream (cli/_streams.py).
+    streams: bool = False
 
     def locations(self, args: argparse.Namespace) -> list[str]:
         """The locations given on the command line, source first."""

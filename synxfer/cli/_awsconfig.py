@@ -89,7 +89,10 @@ def read_s3_settings(
     try:
         read = parser.read(path, encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the AWS config file {path}: {exc}") from None
+        raise ConfigError(
+            f"cannot read the AWS config file {path}: {_parse_error(exc)}; fix it, or point "
+            "AWS_CONFIG_FILE at another file"
+        ) from None
     if not read:
         return {}
     sections = [f"profile {name}", name] if name == "default" else [f"profile {name}"]
@@ -113,3 +116,24 @@ def read_s3_settings(
                 f"{path}: [{section}] s3.{key} = {value!r} cannot be used: {exc}"
             ) from None
     return settings
+
+
+def _parse_error(exc: Exception) -> str:
+    """What is wrong with the file, in one line: configparser's messages
+    span several and name the parser's internals."""
+    import configparser
+
+    if isinstance(exc, UnicodeDecodeError):
+        return "it is not UTF-8 text"
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno}: {exc.line.strip()!r} comes before any [section] header"
+    if isinstance(exc, configparser.ParsingError) and exc.errors:
+        import ast
+
+        lineno, shown = exc.errors[0]  # the line as repr() shows it
+        try:
+            line = str(ast.literal_eval(shown)).strip()
+        except (ValueError, SyntaxError):
+            line = str(shown)
+        return f"line {lineno}: {line!r} is not 'name = value'"
+    return " ".join(str(exc).split())

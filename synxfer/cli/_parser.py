@@ -542,6 +542,7 @@ COMMANDS: dict[str, Command] = {
             wildcards=True,
             scale_out=True,
             reports=True,
+            streams=True,
         ),
         Command(
             name="sync",

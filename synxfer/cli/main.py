@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._config import TransferConfig
-from .._exceptions import ConfigError, SynxferError, TransferFailed
+from .._exceptions import ConfigError, InvalidURL, SynxferError, TransferFailed
 from .._models import TransferResult
 from .._url import parse_location, service_scheme
 from ._args import Command
@@ -56,7 +56,8 @@ _LOCAL_PATH_ERRORS = (
 
 def _error(message: str, args: argparse.Namespace | None = None, code: int = 1) -> None:
     """``synxfer: error: …`` on stderr; with ``--json`` also an error object on stdout."""
-    text = redact(cli_words(message))
+    # One line, whatever the message: a library's may span several (configparser's do).
+    text = " ".join(line.strip() for line in redact(cli_words(message)).splitlines())
     print(f"synxfer: error: {text}", file=sys.stderr)
     if args is not None and getattr(args, "json", False):
         import json
@@ -110,6 +111,14 @@ def _check_locations(args: argparse.Namespace) -> None:
         return
     src, dst = locations
     if src.is_local and dst.is_local:
+        for value in (args.src, args.dst):
+            _check_not_url_like(value)
+        if command.streams and "-" in (args.src, args.dst):
+            raise ConfigError(
+                f"both {args.src!r} and {args.dst!r} are local; one must be a URL: "
+                f"{command.name} - s3://bucket/key reads standard input, "
+                f"{command.name} s3://bucket/key - writes standard output"
+            )
         raise ConfigError(
             f"both {args.src!r} and {args.dst!r} are local paths; one must be a URL "
             "(use file:///path for a local directory served as a bucket)"
@@ -118,10 +127,56 @@ def _check_locations(args: argparse.Namespace) -> None:
     stdin = args.src == "-"  # cp - URL: standard input (cli/_streams.py)
     missing = src.is_local and src.path is not None and not os.path.lexists(src.path)
     if missing and not wildcard and not stdin:
+        _check_not_url_like(args.src)
         raise ConfigError(f"the local path {args.src!r} does not exist")
     _check_endpoint_url(args, src.scheme, dst.scheme)
     if command.scale_out:
         _check_scale(args)
+    _check_state_dir(args)
+    if command.streams:
+        from . import _streams
+
+        _streams.open_special(args)  # a named pipe or device: opened here, Ctrl-C ends its wait
+
+
+def _check_not_url_like(value: str) -> None:
+    """InvalidURL for a local path that is a URL with its slashes missing
+    (``s3:bucket/key``, as rclone writes a remote) and names no file."""
+    import re
+
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]+):(?!/)(.*)$", value, re.DOTALL)
+    if m is None or os.path.lexists(value):
+        return
+    from ..backend import available_schemes
+
+    scheme = m.group(1).lower()
+    if scheme in available_schemes():
+        raise InvalidURL(
+            f"{value!r} is neither a URL nor a local path: for the {scheme} bucket write "
+            f"{scheme}://{m.group(2) or 'bucket/key'}"
+        )
+
+
+def _check_state_dir(args: argparse.Namespace) -> None:
+    """--state-dir must be a directory this user can write, or one it can
+    make: a journal that cannot be kept would leave the run unresumable."""
+    given = getattr(args, "state_dir", None)
+    if not given or not getattr(args, "resume", True):
+        return
+    path = os.path.abspath(os.path.expanduser(given))
+    existing = path
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if existing == path and not os.path.isdir(path):
+        raise ConfigError(
+            f"--state-dir {given!r} is not a directory: name a directory for the resume "
+            "journal (or leave --state-dir out)"
+        )
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--state-dir {given!r} cannot be written ({existing} is not a writable "
+            "directory): name a directory you can write, or leave --state-dir out"
+        )
 
 
 def _command(args: argparse.Namespace) -> Command:
