@@ -122,4 +122,7 @@ def error_text(op: str, code: str, status: int | None, message: str) -> str:
         text += f"; check the credentials ({CREDENTIALS_HINT})"
     elif code == "RequestTimeTooSkewed":
         text += "; check this machine's clock"
+    elif status == 403 and code.isdigit():
+        # A refused HEAD has no body to say why: wrong credentials, or none for this.
+        text += f": access denied; check the credentials ({CREDENTIALS_HINT}) and what they may do"
     return text
