@@ -171,15 +171,15 @@ CASES: dict[str, Case] = {
 }
 
 
-def _s3(endpoint: str) -> Any:
+def _s3(endpoint: str, key: str = KEY, secret: str = SECRET) -> Any:
     import boto3  # type: ignore[import-untyped]
 
     return boto3.client(
         "s3",
         endpoint_url=endpoint,
         region_name="us-east-1",
-        aws_access_key_id=KEY,
-        aws_secret_access_key=SECRET,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
     )
 
 
@@ -408,3 +408,28 @@ def test_no_credentials_from_an_unknown_aws_profile_is_a_no_credentials(
         synxfer.download_file(
             f"s3://{moto_bucket}/k", work / "k", endpoint_url=stock_moto.endpoint_url
         )
+
+
+def test_a_refused_head_says_to_check_the_credentials(
+    seaweed_session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SeaweedFS with auth, a wrong key: the HEAD before a download is refused
+    with no body to say why. Before: ``HTTP 403 on HeadObject`` and nothing
+    more; now the credentials hint that a refused GET or LIST carries."""
+    weed = seaweed_session
+    bucket = f"ue-{uuid.uuid4().hex[:12]}"
+    client = _s3(weed.endpoint_url, weed.access_key, weed.secret_key)
+    client.create_bucket(Bucket=bucket)
+    client.put_object(Bucket=bucket, Key="k", Body=b"x")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", weed.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", weed.secret_key)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    code = main(["cp", f"s3://{bucket}/k", str(tmp_path / "k")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "HTTP 403 on HeadObject: access denied; check the credentials" in err
+    assert weed.secret_key not in err
