@@ -433,3 +433,19 @@ def test_a_refused_head_says_to_check_the_credentials(
     assert code == 1
     assert "HTTP 403 on HeadObject: access denied; check the credentials" in err
     assert weed.secret_key not in err
+
+
+def test_a_file_in_the_way_of_a_download_is_named(
+    work: Path, moto_bucket: str, stock_moto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cp URL f.txt/sub`` where f.txt is a file: the failure names f.txt.
+    Before: the hidden temporary file (``f.txt/.sub.<hex>.synxfer-part: Not a
+    directory``), a name the user never gave."""
+    _s3(stock_moto.endpoint_url).put_object(Bucket=moto_bucket, Key="in-the-way", Body=b"x")
+    for dest in ("f.txt/sub", "f.txt/deeper/sub"):
+        code = main(["cp", f"s3://{moto_bucket}/in-the-way", str(work / dest)])
+        err = capsys.readouterr().err
+        assert code == 1
+        assert f"{work / 'f.txt'}: a file, where a directory is needed" in err
+        assert "synxfer-part" not in err
+        assert "Traceback" not in err

@@ -277,8 +277,26 @@ def open_creating_parents(path: Path, flags: int, mode: int = 0o666) -> int:
     except FileNotFoundError:
         if not flags & os.O_CREAT:
             raise
-    os.makedirs(path.parent, exist_ok=True)
+    except NotADirectoryError:
+        raise _file_in_the_way(path) from None
+    try:
+        os.makedirs(path.parent, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise _file_in_the_way(path) from None
     return os.open(path, flags, mode)
+
+
+def _file_in_the_way(path: Path) -> NotADirectoryError:
+    """The error naming the file where ``path`` needs a directory (rather
+    than the temporary file's name and a bare "Not a directory")."""
+    import errno
+
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            return NotADirectoryError(
+                errno.ENOTDIR, "a file, where a directory is needed", str(parent)
+            )
+    return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
 
 
 #: Whole files at least this big are preallocated before the write: on ext4
