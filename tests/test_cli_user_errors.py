@@ -449,3 +449,18 @@ def test_a_file_in_the_way_of_a_download_is_named(
         assert f"{work / 'f.txt'}: a file, where a directory is needed" in err
         assert "synxfer-part" not in err
         assert "Traceback" not in err
+
+
+def test_rb_of_a_bucket_with_objects_says_force(
+    work: Path, stock_moto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``rb`` of a bucket that is not empty: exit 1, and the flag that empties
+    it (the library's message says ``force=True``, the CLI ``--force``)."""
+    bucket = f"ue-{uuid.uuid4().hex[:12]}"
+    s3 = _s3(stock_moto.endpoint_url)
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    assert main(["rb", f"s3://{bucket}"]) == 1
+    err = capsys.readouterr().err
+    assert "not empty; delete its objects first, or give --force to delete them" in err
+    assert main(["rb", f"s3://{bucket}", "--force", "--quiet"]) == 0

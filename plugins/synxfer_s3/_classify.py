@@ -122,6 +122,8 @@ def error_text(op: str, code: str, status: int | None, message: str) -> str:
         text += f"; check the credentials ({CREDENTIALS_HINT})"
     elif code == "RequestTimeTooSkewed":
         text += "; check this machine's clock"
+    elif code == "BucketNotEmpty":
+        text += "; delete its objects first, or give force=True to delete them with it"
     elif status == 403 and code.isdigit():
         # A refused HEAD has no body to say why: wrong credentials, or none for this.
         text += f": access denied; check the credentials ({CREDENTIALS_HINT}) and what they may do"

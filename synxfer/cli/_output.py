@@ -59,7 +59,7 @@ def redact(text: str) -> str:
 #: ``TransferConfig(part_size=...)``, ``WriteOptions(storage_class=...)``):
 #: the CLI prints the flag of the same meaning instead.
 _API_FLAG = re.compile(
-    r"\b(?:(?P<flag>recursive|follow_symlinks|size_only|exact_timestamps|checksum)=True"
+    r"\b(?:(?P<flag>recursive|follow_symlinks|size_only|exact_timestamps|checksum|force)=True"
     r"|(?:Client|TransferConfig|WriteOptions)\((?P<name>\w+)=\.\.\.\))"
 )
 #: Names in ``Client(...)``, ``TransferConfig(...)`` or ``WriteOptions(...)`` that
