@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import os
+import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -129,3 +134,83 @@ def test_writes_to_one_file_take_turns_and_their_checksums_do_not(
     assert asyncio.run(main()) == [len(p) for p in parts]
     assert most == 1
     assert path.read_bytes() == b"".join(parts)
+
+
+# -- the chunked writes in one C call (decision 0051) --------------------------------------
+
+_STRACED = """
+import os, sys
+from synxfer.engine import _os
+from synxfer.engine.localfile import pwrite_all
+data = bytearray(os.urandom({size}))
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)
+pwrite_all(fd, data, 7)
+os.close(fd)
+assert open(sys.argv[1], "rb").read()[7:] == data
+print("native" if _os._native and _os._native[0] is not None else "python")
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_the_c_loop_hands_the_kernel_at_most_one_chunk_per_call(tmp_path: Path) -> None:
+    """A writable buffer goes to ``_pwrite.c`` (one C call): every byte lands
+    at the offset, and each ``pwrite`` the kernel sees is at most
+    ``WRITE_CHUNK`` (decision 0012's rule, seen by ``strace``)."""
+    size = 1024 * 1024 + 3
+    script = tmp_path / "w.py"
+    script.write_text(_STRACED.format(size=size))
+    trace = tmp_path / "trace"
+    strace = ["strace", "-f", "-e", "trace=pwrite64", "-o", str(trace)]
+    out = subprocess.run(
+        [*strace, sys.executable, str(script), str(tmp_path / "f")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    if out.stdout.split() != ["native"]:
+        pytest.skip("no C compiler here: the Python loop wrote (tested above)")
+    calls = re.findall(r"pwrite64\(\d+, .*, (\d+), \d+\) = \d+", trace.read_text())
+    sizes = [int(n) for n in calls]
+    assert sum(sizes) == size
+    assert max(sizes) == WRITE_CHUNK
+
+
+def test_without_a_compiler_the_python_loop_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No C compiler (``CC`` names none, empty caches): ``chunked_pwrite``
+    says so and ``pwrite_all`` writes every byte itself; a read-only buffer
+    never goes to C."""
+    from synxfer.engine import _os
+
+    monkeypatch.setattr(_os, "_native", [])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    data = bytearray(os.urandom(3 * WRITE_CHUNK + 5))
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        assert not _os.chunked_pwrite(fd, memoryview(data), 0, WRITE_CHUNK)
+        assert _os._native == [None]
+        pwrite_all(fd, data, 0)
+        assert not _os.chunked_pwrite(fd, memoryview(bytes(data)), 0, WRITE_CHUNK)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == data
+
+
+def test_a_failed_write_in_c_is_the_oserror_pwrite_raises(tmp_path: Path) -> None:
+    from synxfer.engine import _os
+
+    path = tmp_path / "ro"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError, match="Bad file descriptor") as raised:
+            pwrite_all(fd, bytearray(2 * WRITE_CHUNK), 0)
+    finally:
+        os.close(fd)
+    assert raised.value.errno == errno.EBADF
+    if _os._native and _os._native[0] is None:
+        pytest.skip("no C compiler here: the Python loop raised")

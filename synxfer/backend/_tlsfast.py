@@ -247,48 +247,7 @@ def _make() -> Native | None:
 
 
 def _compiled() -> ctypes.CDLL | None:
-    """``_tlsread.c`` built with the system's C compiler (cached), or None.
+    """``_tlsread.c`` built with the system's C compiler (cached), or None."""
+    from ._build import compiled
 
-    The build depends only on the source and the machine (its name says
-    both), so one made under the user's default cache serves a process
-    whose ``XDG_CACHE_HOME`` points elsewhere (a benchmark's or a job's
-    scratch directory) instead of being compiled again for every process.
-    """
-    import ctypes
-    import hashlib
-    import platform
-    import shutil
-    import subprocess
-    import tempfile
-
-    source = _SOURCE.read_bytes()
-    tag = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
-    name = f"tlsread-{tag}.so"
-    default = Path(os.path.expanduser("~")) / ".cache" / "synxfer" / name
-    base = os.environ.get("XDG_CACHE_HOME")
-    out = Path(base) / "synxfer" / name if base else default
-    if not out.exists() and default.exists():
-        out = default
-    if not out.exists():
-        cc = shutil.which(os.environ.get("CC") or "cc")
-        if cc is None:
-            return None
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
-        os.close(fd)
-        try:
-            done = subprocess.run(
-                [cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SOURCE)],
-                capture_output=True,
-                timeout=120,
-                check=False,
-            )
-            if done.returncode != 0:
-                return None
-            os.replace(tmp, out)  # atomic: another process may build it too
-        except (OSError, subprocess.SubprocessError):
-            return None
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return ctypes.CDLL(str(out))
+    return compiled(_SOURCE, "tlsread")

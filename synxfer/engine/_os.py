@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 __all__ = [
     "OPEN_FLAGS",
+    "chunked_pwrite",
     "get_xattr",
     "pread",
     "pread_into",
@@ -81,6 +83,61 @@ def pwrite_from(fd: int, view: memoryview, offset: int) -> int:
     with _seek_lock:
         os.lseek(fd, offset, os.SEEK_SET)
         return os.write(fd, view)
+
+
+def chunked_pwrite(fd: int, view: memoryview, offset: int, chunk: int) -> bool:
+    """Write all of ``view`` (bytes) at ``offset`` of ``fd`` in positional
+    writes of at most ``chunk`` bytes, in ONE call that gives the GIL up once
+    (``_pwrite.c``, built on first use; decision 0051); whether it ran.
+
+    False (nothing written) where it cannot: no ``os.pwrite``, no C
+    compiler, a read-only buffer; the caller's Python loop then writes.
+    Raises the ``OSError`` of a failed write, as ``os.pwrite`` does.
+    """
+    if getattr(os, "pwrite", None) is None:
+        return False
+    fn = _pwrite_all()
+    if fn is None or view.readonly:
+        return False
+    import ctypes
+
+    start = ctypes.c_char.from_buffer(view)  # holds the buffer's export during the call
+    try:
+        err = fn(fd, ctypes.addressof(start), len(view), offset, chunk)
+    finally:
+        del start
+    if err:
+        raise OSError(err, os.strerror(err))
+    return True
+
+
+_native_lock = threading.Lock()
+_native: list[Any] = []  # empty: not tried yet; else [the C function, or None]
+
+
+def _pwrite_all() -> Any:
+    """``synxfer_pwrite_all`` of ``_pwrite.c`` (built once; blocking), or None."""
+    if _native:
+        return _native[0]
+    with _native_lock:
+        if not _native:
+            fn = None
+            try:
+                import ctypes
+                from pathlib import Path
+
+                from ..backend._build import compiled
+
+                lib = compiled(Path(__file__).with_name("_pwrite.c"), "pwrite")
+                if lib is not None:
+                    fn = lib.synxfer_pwrite_all
+                    fn.restype = ctypes.c_int
+                    ll = ctypes.c_longlong
+                    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ll, ll, ll]
+            except (OSError, AttributeError, ImportError):
+                fn = None
+            _native.append(fn)
+    return _native[0]
 
 
 def preallocate(fd: int, size: int) -> bool:

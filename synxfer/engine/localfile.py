@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from .._exceptions import SourceChangedError
 from ..backend import Checksum, ChecksumAlgorithm
-from ._os import OPEN_FLAGS, pread_into, preallocate, pwrite_from, set_xattr
+from ._os import OPEN_FLAGS, chunked_pwrite, pread_into, preallocate, pwrite_from, set_xattr
 from .parts import checksum_of
 from .scheduler import hold
 
@@ -261,6 +261,8 @@ def pwrite_all(fd: int, data: Buffer, offset: int) -> None:
     :data:`WRITE_CHUNK` bytes, no copy)."""
     view = memoryview(data).cast("B")
     start, end = 0, len(view)
+    if end > WRITE_CHUNK and chunked_pwrite(fd, view, offset, WRITE_CHUNK):
+        return  # in one C call: the GIL given up once, not once per chunk
     while start < end:
         written = pwrite_from(fd, view[start : start + WRITE_CHUNK], offset + start)
         start += written
