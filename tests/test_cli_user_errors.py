@@ -83,6 +83,11 @@ CASES: dict[str, Case] = {
         2,
         "cannot be written",
     ),
+    "expected-size-of-a-file": Case(
+        ("cp", "{work}/f.txt", "s3://{bucket}/k", "--expected-size", "1G"),
+        2,
+        "--expected-size is for a stream (cp - URL, or a named pipe), not '{work}/f.txt'",
+    ),
     # -- endpoints ---------------------------------------------------------------------
     "endpoint-url-unreadable": Case(
         ("ls", "s3://{bucket}/", "--endpoint-url", "http://[::1"), 2, "invalid endpoint URL"
@@ -464,3 +469,42 @@ def test_rb_of_a_bucket_with_objects_says_force(
     err = capsys.readouterr().err
     assert "not empty; delete its objects first, or give --force to delete them" in err
     assert main(["rb", f"s3://{bucket}", "--force", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["s3", "cp", "a", "s3://b/k"], "(synxfer takes aws s3's commands directly"),
+        (["copy", "a", "s3://b/k"], "(did you mean 'cp'?)"),
+        (["snyc", "a", "s3://b/k"], "(did you mean 'sync'?)"),
+        (["cp", "a", "s3://b/k", "-r"], "unrecognized arguments: -r (did you mean --recursive?)"),
+        (["cp", "a", "s3://b/k", "--dry-run"], "(did you mean --dryrun?)"),
+        (["sync", "a", "s3://b/k", "--part-sise", "8M"], "(did you mean --part-size?)"),
+        (["cp", "a", "s3://b/k", "--multipart-threshold", "8M"], "from the s3 section of"),
+    ],
+    ids=["aws-s3", "rclone-copy", "typo-command", "cp-r", "dry-run", "typo-flag", "threshold"],
+)
+def test_an_unknown_command_or_flag_says_what_was_meant(
+    argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Habits from aws-cli, rclone and cp, and typos: argparse's error, and
+    what synxfer calls it (before: the error alone)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.startswith("synxfer: error: ")]
+    assert hint in line
+    assert "Traceback" not in err
+
+
+def test_metadata_given_twice_keeps_both(
+    work: Path, moto_bucket: str, stock_moto: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--metadata a=1 --metadata b=2``: both (before: b=2 alone, a=1 dropped
+    without a word)."""
+    url = f"s3://{moto_bucket}/meta"
+    args = ["cp", str(work / "f.txt"), url, "--metadata", "a=1", "--metadata", "b=2"]
+    assert main(args) == 0, capsys.readouterr().err
+    head = _s3(stock_moto.endpoint_url).head_object(Bucket=moto_bucket, Key="meta")
+    assert {"a": "1", "b": "2"}.items() <= head["Metadata"].items()

@@ -143,7 +143,86 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(2, f"{self.tool}: error: {message}\n")
+        self.exit(2, f"{self.tool}: error: {message}{self._hint(message)}\n")
+
+    def _hint(self, message: str) -> str:
+        """What was probably meant, for a command or flag argparse does not
+        know: a habit from another tool (``aws s3 cp``, ``rclone copy``,
+        ``cp -r``) or a typo (``--dry-run``)."""
+        import re
+
+        if m := re.search(r"invalid choice: '([^']*)' \(choose from", message):
+            word = m.group(1)
+            choices = [c for a in self._actions for c in (a.choices or ()) if isinstance(c, str)]
+            if word == "s3":
+                return " (synxfer takes aws s3's commands directly: synxfer cp, synxfer sync, ...)"
+            meant = _COMMAND_HABITS.get(word) or _close(word, choices)
+            return f" (did you mean '{meant}'?)" if meant in choices else ""
+        if message.startswith("unrecognized arguments: "):
+            flags = {flag for parser in self._parsers() for flag in parser._option_string_actions}
+            hints = []
+            for word in message.removeprefix("unrecognized arguments: ").split():
+                name = word.partition("=")[0]
+                meant = _FLAG_HABITS.get(name) or (_close(name, flags) if name[:1] == "-" else None)
+                if meant and (meant in flags or not meant.startswith("-")):
+                    hints.append(
+                        f"{name}: {meant}"
+                        if not meant.startswith("-")
+                        else f"{name}: did you mean {meant}?"
+                    )
+            if len(hints) == 1:
+                return f" ({hints[0].partition(': ')[2]})"
+            return f" ({'; '.join(hints)})" if hints else ""
+        return ""
+
+    def _parsers(self) -> list[argparse.ArgumentParser]:
+        """This parser and its commands' parsers."""
+        found: list[argparse.ArgumentParser] = [self]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found.extend(action.choices.values())
+        return found
+
+
+#: Commands of other tools and what synxfer calls them.
+_COMMAND_HABITS = {
+    "copy": "cp",
+    "copyto": "cp",
+    "move": "mv",
+    "moveto": "mv",
+    "delete": "rm",
+    "del": "rm",
+    "remove": "rm",
+    "list": "ls",
+    "lsf": "ls",
+    "lsl": "ls",
+    "mkdir": "mb",
+    "rmdir": "rb",
+    "get": "cp",
+    "put": "cp",
+}
+
+#: Flags of other tools (or other spellings) and synxfer's, or a sentence
+#: saying where the setting lives instead.
+_FLAG_HABITS = {
+    "-r": "--recursive",
+    "-R": "--recursive",
+    "--recurse": "--recursive",
+    "--dry-run": "--dryrun",
+    "--transfers": "--max-files",
+    "--checkers": "--max-threads",
+    "--concurrency": "--max-threads",
+    "--multipart-threshold": "synxfer reads multipart_threshold from the s3 section of "
+    "~/.aws/config, as aws-cli does; Python: TransferConfig(multipart_threshold=...)",
+    "--multipart-chunksize": "--part-size",
+}
+
+
+def _close(word: str, choices: Sequence[str] | set[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
+    return found[0] if found else None
 
 
 def endpoint_arg(text: str) -> tuple[str, str]:

@@ -220,6 +220,22 @@ def _metadata_arg(text: str) -> dict[str, str]:
     return metadata
 
 
+class _MergeAction(argparse.Action):
+    """Merge each value (a dict) into one: ``--metadata a=1 --metadata b=2``
+    is both, not the last one alone."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        merged = dict(getattr(namespace, self.dest, None) or {})
+        merged.update(values)  # type: ignore[arg-type]  # a dict, from _metadata_arg
+        setattr(namespace, self.dest, merged)
+
+
 def _add_object_options(parser: argparse.ArgumentParser) -> None:
     from .._models import CANNED_ACLS, CHECKSUM_ALGORITHMS, SSE_ALGORITHMS
 
@@ -262,8 +278,9 @@ def _add_object_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--metadata",
         type=_metadata_arg,
+        action=_MergeAction,
         metavar="KEY=VALUE,...",
-        help="user metadata: key=value[,key=value...] or a JSON object",
+        help="user metadata: key=value[,key=value...] or a JSON object (repeatable)",
     )
     group.add_argument("--cache-control", metavar="VALUE", help="the Cache-Control header")
     group.add_argument(

@@ -56,6 +56,11 @@ def open_special(args: argparse.Namespace) -> None:
     the event loop runs: opening a pipe waits for its other end, and Ctrl-C
     must still end that wait."""
     args.stream = None
+    if args.expected_size is not None and not (args.src == STDIO or special(args.src)):
+        raise ConfigError(
+            f"--expected-size is for a stream (cp - URL, or a named pipe), not {args.src!r}: "
+            "leave it out"
+        )
     if args.src != STDIO and special(args.src):
         _refuse(args)
         args.stream = open(args.src, "rb")  # noqa: SIM115 - closed by cp()
