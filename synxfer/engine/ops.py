@@ -684,6 +684,11 @@ def special_file(path: Path) -> str | None:
 
 
 def prefix_error(url: str, verb: str) -> ConfigError:
+    if verb == "read":  # a stream (get_stream, open, cat) reads one object: no recursive=
+        return ConfigError(
+            f"{url} names a prefix, not an object: name one object under it, "
+            f"like {url.rstrip('/')}/KEY"
+        )
     return ConfigError(
         f"{url} names a prefix, not an object: {verb} everything under it with recursive=True"
     )
