@@ -24,8 +24,9 @@ Each run is a fresh process into an empty directory; its CPU comes from
 after it, outside the timing: every name and CRC32C against the source's.
 Printed per row: each tool's medians (wall, user, system, server CPU
 seconds) and, against the first tool, the median of the per-round wall
-and client CPU (user + system) differences and in how many rounds each was
-lower -- the figures to quote,
+and client CPU (user + system, and user alone: the system time of a
+many-file row swings with the filesystem's inode allocation) differences
+and in how many rounds each was lower -- the figures to quote,
 since absolute times on a shared machine drift::
 
     python benchmarks/experiments/s3_download_ab.py --rows 1x1GiB,10x100MiB --rounds 8 \\
@@ -287,11 +288,13 @@ def measure(
         pairs = list(zip(results[tool.name], results[base], strict=True))
         diffs = [a[0] - b[0] for a, b in pairs]
         cpu = [(a[1] + a[2]) - (b[1] + b[2]) for a, b in pairs]
+        user = [a[1] - b[1] for a, b in pairs]
         lower = sum(d < 0 for d in diffs)
         print(
             f"  {tool.name} - {base}: wall {statistics.median(diffs):+.3f} s "
             f"(lower in {lower}/{len(diffs)} rounds), client CPU {statistics.median(cpu):+.3f} s "
-            f"(lower in {sum(d < 0 for d in cpu)}/{len(cpu)})"
+            f"(lower in {sum(d < 0 for d in cpu)}/{len(cpu)}), of it user "
+            f"{statistics.median(user):+.3f} s (lower in {sum(d < 0 for d in user)}/{len(user)})"
         )
     sys.stdout.flush()
 
