@@ -92,6 +92,12 @@ CASES: dict[str, Case] = {
         "s3://{bucket}/KEY",
         json=False,
     ),
+    "mb-invalid-bucket-name": Case(
+        ("mb", "s3://ab"),
+        1,
+        "InvalidBucketName (HTTP 400) on CreateBucket"
+        + ": The specified bucket is not valid.; a bucket name is 3-63 lowercase letters",
+    ),
     "expected-size-of-a-file": Case(
         ("cp", "{work}/f.txt", "s3://{bucket}/k", "--expected-size", "1G"),
         2,

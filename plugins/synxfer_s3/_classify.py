@@ -122,6 +122,11 @@ def error_text(op: str, code: str, status: int | None, message: str) -> str:
         text += f"; check the credentials ({CREDENTIALS_HINT})"
     elif code == "RequestTimeTooSkewed":
         text += "; check this machine's clock"
+    elif code == "InvalidBucketName":
+        text += (
+            "; a bucket name is 3-63 lowercase letters, digits, '.' and '-', "
+            "starting and ending with a letter or digit"
+        )
     elif code == "BucketNotEmpty":
         text += "; delete its objects first, or give force=True to delete them with it"
     elif status == 403 and code.isdigit():
