@@ -32,7 +32,17 @@ from ._models import BucketInfo, Event, ObjectInfo, TransferResult, WriteOptions
 from ._url import Location
 from .backend import Backend, BackendOptions, resolve
 from .engine.core import Engine
-from .engine.ops import FileList, PlanArgs, TreeOps, overwrite_of, prefix_error, remote, stat_object
+from .engine.ops import (
+    FileList,
+    PlanArgs,
+    TreeOps,
+    names_objects,
+    overwrite_of,
+    prefix_error,
+    remote,
+    sole_object,
+    stat_object,
+)
 from .engine.tree import TreeHost
 from .engine.verify import retry_mismatch
 
@@ -552,9 +562,12 @@ class Client:
         loc = remote(url)
         if version_id is not None:
             check_versioned(loc, version_id)  # before the backend is opened
-        elif not loc.key or loc.key.endswith("/"):
+        elif loc.key.endswith("/") or not (loc.key or names_objects(loc.scheme)):
             raise prefix_error(url, verb)
         backend = await self._backends.open(loc)
+        loc = await sole_object(backend, loc)  # syn://syn456: that File
+        if not loc.key:
+            raise prefix_error(url, verb)
         if version_id is not None:
             backend, info = await open_version(backend, loc, version_id)
         else:

@@ -398,6 +398,14 @@ class Backend(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot presign URLs")
 
+    async def sole_key(self) -> str | None:
+        """The key of the one object this backend's bare URL names, for a store
+        whose "bucket" may be an object itself: ``syn://syn456``, a Synapse
+        File, is ``syn://syn456/NAME``. The client asks it of a URL with no
+        key before calling it a prefix. Default: None (a bucket URL names a
+        prefix)."""
+        return None
+
     # -- object versions (optional) -------------------------------------------
 
     def at_version(self, version_id: str) -> Backend:

@@ -95,8 +95,9 @@ class TreeOps:
     ) -> UploadJob:
         src = existing_file(Path(path))
         loc = remote(url)
-        key = loc.key + src.name if not loc.key or loc.key.endswith("/") else loc.key
         backend = await self.host.backends.writable(loc, write_options)
+        loc = await sole_object(backend, loc)
+        key = loc.key + src.name if not loc.key or loc.key.endswith("/") else loc.key
         return UploadJob(src, backend, key, src.stat().st_size)
 
     async def download_job(
@@ -110,6 +111,7 @@ class TreeOps:
 
             check_versioned(loc, version_id)  # before the backend is opened
         backend = await self.host.backends.open(loc)
+        loc = await sole_object(backend, loc)
         if version_id is not None:
             from .._versions import stat_version, version_view
 
@@ -383,6 +385,7 @@ class TreeOps:
             view = await delete_version_view(backend, loc, version_id, recursive, filters)
             return await self.execute([DeleteRemoteJob(view, [loc.key])], dryrun)
         if not recursive:
+            loc = await sole_object(backend, loc)
             if not loc.key:
                 raise prefix_error(url, "delete")
             if loc.key.endswith("/"):
@@ -571,6 +574,28 @@ class TreeOps:
 
 
 # -- helpers ---------------------------------------------------------------------
+
+
+def names_objects(scheme: str) -> bool:
+    """Whether a bare URL of ``scheme`` may name one object (its backend class
+    has :meth:`~synxfer.backend.Backend.sole_key`: ``syn://syn456``)."""
+    from ..backend import resolve
+
+    factory = resolve(scheme)
+    return (
+        isinstance(factory, type)
+        and issubclass(factory, Backend)
+        and factory.sole_key is not Backend.sole_key
+    )
+
+
+async def sole_object(backend: Backend, loc: Location) -> Location:
+    """``loc`` with the key its bare URL names (:meth:`Backend.sole_key`:
+    ``syn://syn456`` is the File syn456's name), else ``loc`` as it is."""
+    if loc.key or not names_objects(loc.scheme):
+        return loc
+    key = await backend.sole_key()
+    return loc if key is None else replace(loc, key=key)
 
 
 def remote(url: str) -> Location:

@@ -166,6 +166,9 @@ class Layer(Backend):
     async def list_buckets(self) -> list[BucketInfo]:
         return await self._call("list_buckets", self.inner.list_buckets)
 
+    async def sole_key(self) -> str | None:
+        return await self._call("sole_key", self.inner.sole_key)
+
     def at_version(self, version_id: str) -> Backend:
         # The same layers (sharing their state: limiter, retry policy) over
         # the inner backend's view of that version.
