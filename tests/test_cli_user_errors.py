@@ -52,6 +52,11 @@ class Case:
 _CONFIG_NO_HEADER = "[default\nregion = us-east-1\n"
 _CONFIG_NOT_KV = "[default]\nregion us-east-1\n"
 _ENDPOINTS_BAD = "[endpoints]\nrepoEndpoint = http://[::1/repo/v1\n"
+#: A port nothing listens on: a request that is built is refused before it is sent.
+_ENDPOINTS_NOWHERE = "[endpoints]\n" + "".join(
+    f"{name}Endpoint = http://127.0.0.1:9/{name}/v1\n".replace("fileHandle/", "file/")
+    for name in ("repo", "auth", "fileHandle")
+)
 
 CASES: dict[str, Case] = {
     # -- URLs and paths -------------------------------------------------------------
@@ -181,6 +186,19 @@ CASES: dict[str, Case] = {
         env={"AWS_SHARED_CREDENTIALS_FILE": "{work}/credentials"},
         unset=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
         files={"credentials": "[default\naws_access_key_id = x\n"},
+    ),
+    "aws-key-with-a-line-break": Case(
+        ("ls", "s3://{bucket}/"),
+        2,
+        "HTTP header 'authorization' has a line break: check the credentials or token in use",
+        env={"AWS_ACCESS_KEY_ID": "AKIA\nINJECTED: 1"},
+    ),
+    "synapse-token-not-ascii": Case(
+        ("ls", "syn://syn123/"),
+        2,
+        "HTTP header 'authorization' has non-ASCII characters: check the credentials or token",
+        env={"SYNAPSE_AUTH_TOKEN": "t\u00f6ken-pasted-from-a-document"},
+        files={"home/.synapseConfig": _ENDPOINTS_NOWHERE},
     ),
     "gcs-no-credentials": Case(
         ("ls", "gs://{bucket}/"),

@@ -500,8 +500,26 @@ def _request_head(method: str, target: str, headers: Mapping[str, str], length: 
         lines.append(f"content-length: {length}\r\n")
     lines.append("\r\n")
     text = "".join(lines)
+    if text.count("\n") != len(lines) or text.count("\r") != len(lines):
+        # A line break inside a value (a token read with its newline) would
+        # split the request: refused, never sent.
+        bad = next((k for k, v in headers.items() if "\n" in k + v or "\r" in k + v), "")
+        raise _bad_header(bad, "a line break")
     try:
         return text.encode("ascii")
     except UnicodeEncodeError:
-        bad = next(k for k, v in headers.items() if not (k + v).isascii())
-        raise ValueError(f"HTTP header {bad!r} has non-ASCII characters") from None
+        bad = next((k for k, v in headers.items() if not (k + v).isascii()), "")
+        raise _bad_header(bad, "non-ASCII characters") from None
+
+
+def _bad_header(name: str, what: str) -> ConfigError:
+    """The error for a header that cannot be sent, naming it, never its value
+    (an ``authorization`` header is a credential)."""
+    if not name:
+        return ConfigError(f"the HTTP request line has {what}: check the URL")
+    carried = (
+        "the credentials or token in use"
+        if name.lower() in ("authorization", "x-amz-security-token")
+        else "the value given for it"
+    )
+    return ConfigError(f"HTTP header {name!r} has {what}: check {carried}")
