@@ -8,8 +8,9 @@ and synapseclient can be tested against the same thing, both ways, on this
 machine:
 
 * auth: a bearer token (any, unless ``token=`` is given), ``GET /userProfile``;
-* entities: Project / Folder / FileEntity create, get, update (``newVersion``,
-  a changed file handle makes a new version), delete, versions, ``/entity/child``
+* entities: Project / Folder / FileEntity create, get, update (``newVersion``;
+  a handle of another MD5 makes a new version by itself, one of the same MD5
+  does not), delete, versions (list, get, delete one), ``/entity/child``
   lookup, ``/entity/children`` pages, ``bundle2`` (read, create and update:
   an entity with its annotations in one call), ``annotations2`` (checked as
   Synapse checks them), ``type``,
@@ -93,8 +94,11 @@ _REPO = "org.sagebionetworks.repo.model."
 PROJECT = _REPO + "Project"
 FOLDER = _REPO + "Folder"
 FILE = _REPO + "FileEntity"
+#: A Link entity (``linksTo``: a Reference to another entity), so that clients
+#: can meet an entity that is neither a container nor a file.
+LINK = _REPO + "Link"
 S3_FILE_HANDLE = _REPO + "file.S3FileHandle"
-_KINDS = {PROJECT: "project", FOLDER: "folder", FILE: "file"}
+_KINDS = {PROJECT: "project", FOLDER: "folder", FILE: "file", LINK: "link"}
 #: Entity names Synapse accepts: ModelConstants.VALID_ENTITY_NAME_REGEX of
 #: Synapse-Repository-Services, plus the apostrophe its REST docs now allow.
 _NAME = re.compile(r"^[a-zA-Z0-9,_. \-+()']{1,256}$")
@@ -737,7 +741,7 @@ class SynapseService:
             raise _HttpError(
                 400,
                 f"Unsupported concreteType {request.get('concreteType')!r}: this service "
-                "stores Projects, Folders and FileEntities",
+                "stores Projects, Folders, FileEntities and Links",
             )
         name = request.get("name")
         if kind == "project":
@@ -760,6 +764,11 @@ class SynapseService:
             )
         if kind == "file":
             self._check_handle(request.get("dataFileHandleId"))
+        if kind == "link":
+            target = (request.get("linksTo") or {}).get("targetId")
+            if not target:
+                raise _HttpError(400, "Link.linksTo cannot be null")
+            self._entity(target)  # Synapse: the target must exist
         entity_id = self._next_id
         self._next_id += 1
         now = _now()
@@ -874,16 +883,15 @@ class SynapseService:
             modifiedBy=self.user_id,
         )
         if entity.kind == "file":
-            self._check_handle(updated.get("dataFileHandleId"))
-            changed = updated.get("dataFileHandleId") != current.get("dataFileHandleId")
-            if new_version or changed:
-                # Synapse: a changed file handle always makes a new version.
+            handle = self._check_handle(updated.get("dataFileHandleId"))
+            auto = not new_version and self._other_content(current, handle)
+            if new_version or auto:
                 number = max(entity.versions) + 1
-                label = body.get("versionLabel")
+                label = None if auto else body.get("versionLabel")
                 if label is None or label == current.get("versionLabel"):
                     label = str(number)
                 updated.update(versionNumber=number, versionLabel=label)
-                if body.get("versionComment") == current.get("versionComment"):
+                if auto or body.get("versionComment") == current.get("versionComment"):
                     updated.pop("versionComment", None)
                 entity.versions[number] = updated
                 entity.annotations[number] = dict(entity.annotations[entity.current])
@@ -895,6 +903,19 @@ class SynapseService:
         del self._names[entity.parent][current["name"]]
         self._names.setdefault(parent, {})[name] = entity.id
         entity.parent = parent
+
+    def _other_content(self, current: dict[str, Any], handle: dict[str, Any]) -> bool:
+        """Whether a File entity whose version is ``current`` gets a new version
+        by itself when its handle becomes ``handle``: Synapse's
+        EntityManagerImpl.updateEntity (PLFM-1744, PLFM-6429) makes one when
+        the handle's id changes and its MD5 does not match the current
+        handle's (``FileHandleManager.isMatchingMD5``: both known and equal);
+        the same MD5 under another handle updates the version in place."""
+        if str(handle.get("id")) == str(current.get("dataFileHandleId")):
+            return False
+        before = self._handles.get(str(current.get("dataFileHandleId"))) or {}
+        md5, was = handle.get("contentMd5"), before.get("contentMd5")
+        return not (md5 and was and md5 == was)
 
     def _delete_entity(self, request: Request, match: re.Match[str]) -> Any:
         with self._lock:
@@ -1117,7 +1138,7 @@ class SynapseService:
 
     def _update_bundle(self, request: Request, match: re.Match[str]) -> Any:
         """``PUT /entity/{id}/bundle2``: update the entity (``PUT /entity/{id}``
-        without ``newVersion``: a changed file handle still makes a new
+        without ``newVersion``: a handle of other content still makes a new
         version) and put the given annotations over the current version's
         (keys not given are kept), in one transaction, as Synapse's
         EntityBundleServiceImpl.updateEntityBundle does."""

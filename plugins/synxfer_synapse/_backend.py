@@ -50,12 +50,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime as _dt
 import json
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
 from synxfer import (
@@ -90,20 +92,24 @@ from synxfer.backend import (
 
 from ._annotations import annotations_of
 from ._core import SynapseRest
-from ._entities import Remote, Tree, entity_kind
+from ._entities import Remote, Tree, _md5_b64, entity_kind, parse_time
 from ._options import SynapseSettings, load_settings, no_token
 
 __all__ = ["MIN_PART_SIZE", "SynapseBackend", "SynapseVendor"]
 
 #: Synapse's smallest part (but for the last one).
 MIN_PART_SIZE: Final = 5 * MiB
-_SYN_ID = re.compile(r"^syn(\d+)$", re.IGNORECASE)
+#: ``syn123``, or ``syn456.2`` (version 2 of the File syn456, synapseclient's spelling).
+_SYN_ID = re.compile(r"^syn(\d+)(?:\.([1-9]\d{0,8}))?$", re.IGNORECASE)
+_VERSION = re.compile(r"^[1-9]\d{0,8}$")
 _UPLOAD_REQUEST: Final = "org.sagebionetworks.repo.model.file.MultipartUploadRequest"
 _AMZ_DATE = re.compile(r"[?&]X-Amz-Date=(\d{8}T\d{6}Z)(?:&|$)")
 _AMZ_EXPIRES = re.compile(r"[?&]X-Amz-Expires=(\d+)(?:&|$)")
 #: Files per ``POST /fileHandle/batch`` (the limit Synapse documents for its
 #: batch file-handle calls).
 URL_BATCH: Final = 100
+#: Versions per ``GET /entity/{id}/version`` (Synapse defaults to 10).
+_VERSION_PAGE: Final = 100
 #: URLs kept for downloads that have not asked yet; past this the oldest are dropped.
 _PREFETCH_MAX: Final = 4 * URL_BATCH
 
@@ -191,6 +197,12 @@ class SynapseVendor(UrlVendor):
     def remembered(self, key: str) -> Remote | None:
         return self._remotes.get(key)
 
+    def forget(self, key: str) -> None:
+        """Drop what was seen of ``key`` (its version was deleted)."""
+        self._remotes.pop(key, None)
+        self._prefetched.pop(key, None)
+        self._unasked.pop(key, None)
+
     # -- downloads -------------------------------------------------------------------
 
     async def download_url(self, key: str) -> SignedUrl:
@@ -207,7 +219,7 @@ class SynapseVendor(UrlVendor):
         url = self.backend.url(key)
         remote = self._remotes.get(key)
         if remote is None:
-            remote = await self.tree.remote(key)
+            remote = await self.backend.remote(key)
             if remote is None:
                 raise NotFound(f"no such file in Synapse: {url}", url=url)
             self._remotes[key] = remote
@@ -358,6 +370,8 @@ class SynapseVendor(UrlVendor):
         parent_path, _, name = key.rpartition("/")
         parent = await self.tree.folder(parent_path, create=True)
         assert parent is not None
+        if self.tree.root_file is not None and key != self.tree.root_file.get("name"):
+            raise self.tree.under_file(key)
         content_type = request.options.content_type
         # Same content as the entity's current version: nothing to send or register.
         entity_id, existing = await self._existing(key, parent, name, md5, request.size)
@@ -537,12 +551,18 @@ class SynapseBackend(UrlBackend):
         match = _SYN_ID.match(bucket)
         if match is None:
             raise ConfigError(
-                f"syn:// needs a Synapse Project or Folder id: syn://syn123/path (got {bucket!r})"
+                "syn:// needs a Synapse id: syn://syn123/path under a Project or Folder, "
+                f"syn://syn456 for a File, syn://syn456.2 for its version 2 (got {bucket!r})"
             )
-        super().__init__(f"syn{match.group(1)}", options)
+        root, number = f"syn{match.group(1)}", match.group(2)
+        super().__init__(f"{root}.{number}" if number else root, options)
+        #: The File version every read and delete addresses (``syn://syn456.2``,
+        #: or a view's, :meth:`at_version`); None: the current one.
+        self.version: int | None = int(number) if number else None
+        self._view = False
         self.settings: SynapseSettings = load_settings(options)
         self.rest = SynapseRest(self.settings, lambda: self.http)
-        self.tree = Tree(self.rest, self.bucket, self.url)
+        self.tree = Tree(self.rest, root, self.url, pinned=number is not None)
         self.syn = SynapseVendor(self)
         self.vendor = self.syn
         self.list_concurrency = self.settings.list_concurrency
@@ -561,7 +581,108 @@ class SynapseBackend(UrlBackend):
         if self.settings.token is None:
             raise no_token(self.settings, self.url())
 
+    async def aclose(self) -> None:
+        if not self._view:  # a version view's connections are its backend's
+            await super().aclose()
+
+    async def sole_key(self) -> str | None:
+        """``syn://syn456`` where syn456 is a File names that file: its key is
+        its name (``syn://syn456/NAME``), as ``synapse get syn456`` saves it."""
+        async with self.options.requests.slot():
+            await self.tree.folder("", create=False)
+        name = self.tree.root_file.get("name") if self.tree.root_file else None
+        return str(name) if name else None
+
+    async def remote(self, key: str) -> Remote | None:
+        """The File entity at ``key`` at this backend's version (the current
+        one unless :attr:`version`); None when there is none."""
+        if self.version is None:
+            return await self.tree.remote(key)
+        _, entity_id = await self.tree.lookup(key)
+        if entity_id is None:
+            return None
+        return await self.tree.bundle(entity_id, key, self.version)
+
+    # -- versions: a File entity's version numbers ---------------------------------
+
+    def at_version(self, version_id: str) -> SynapseBackend:
+        """A view whose reads and deletes address version ``version_id`` (a
+        number, as ``ls --all-versions`` lists them) of the File at a key:
+        ``POST /entity/{id}/version/{n}/bundle2``, that version's handle's
+        URL and MD5, ``DELETE /entity/{id}/version/{n}``. It shares this
+        backend's connections and entity lookups, not its cached URLs."""
+        if not _VERSION.match(version_id):
+            raise ConfigError(
+                f"--version-id / version_id={version_id!r} for {self.url()}: a Synapse "
+                "version is a number (1, 2, ...); synxfer ls --all-versions URL lists them"
+            )
+        view = copy.copy(self)
+        view.version = int(version_id)
+        view._view = True
+        view._downloads, view._fetching, view._pins, view._uploads = {}, {}, {}, {}
+        view.syn = SynapseVendor(view)
+        view.vendor = view.syn
+        return view
+
+    async def list_versions_page(self, prefix: str, cursor: str | None = None) -> ListPage:
+        """Every version of the files one :meth:`list_page` lists, newest first
+        within a file: ``GET /entity/{id}/version`` (Synapse's VersionInfo,
+        newest first) page by page, per file."""
+        page = await self.list_page(prefix, cursor)
+        per_file = await bounded_map(self._versions_of, page.items, self.list_concurrency)
+        return ListPage([item for items in per_file for item in items], page.cursor)
+
+    async def _versions_of(self, info: ObjectInfo) -> list[ObjectInfo]:
+        remote = self.syn.remembered(info.key)
+        if remote is None:
+            return []
+        out: list[ObjectInfo] = []
+        offset = 0
+        while True:
+            async with self.options.requests.slot():
+                doc = await self.rest.call(
+                    "GET",
+                    "repo",
+                    f"/entity/{remote.entity_id}/version",
+                    params={"offset": str(offset), "limit": str(_VERSION_PAGE)},
+                    url=self.url(info.key),
+                    what=f"versions of {remote.entity_id}",
+                )
+            results = doc.get("results") if isinstance(doc, dict) else None
+            results = [r for r in results or [] if isinstance(r, dict)]
+            for r in results:
+                number = r.get("versionNumber")
+                if not isinstance(number, int):
+                    continue
+                md5 = str(r.get("contentMd5") or "").lower() or None
+                size = r.get("contentSize")
+                b64 = _md5_b64(md5)
+                out.append(
+                    ObjectInfo(
+                        key=info.key,
+                        size=int(size) if str(size).isdigit() else 0,
+                        mtime=parse_time(r.get("modifiedOn")),
+                        etag=md5 if b64 else None,
+                        checksums=MappingProxyType({"md5": b64} if b64 else {}),
+                        version_id=str(number),
+                        is_latest=bool(r.get("isLatestVersion")),
+                    )
+                )
+            # Synapse's totalNumberOfResults is not the total: a short page is the last.
+            if len(results) < _VERSION_PAGE:
+                break
+            offset += len(results)
+        out.sort(key=lambda i: -int(i.version_id or 0))
+        return out
+
     def _check_key(self, key: str) -> None:
+        if self.version is not None:
+            name = self.tree.root.removeprefix("syn")
+            raise BackendError(
+                f"{self.url(key)} names version {self.version} of syn{name}, which cannot "
+                f"change; an upload makes a new version: write to syn://syn{name}",
+                url=self.url(key),
+            )
         if not key or key.endswith("/") or key.startswith("/") or "//" in key:
             raise BackendError(f"not a file path under {self.url()}: {key!r}", url=self.url(key))
         if any(p in (".", "..") for p in key.split("/")):
@@ -570,12 +691,12 @@ class SynapseBackend(UrlBackend):
     async def stat(self, key: str) -> ObjectInfo:
         if not key or key.endswith("/"):
             raise NotFound(f"{self.url(key)} is not a file", url=self.url(key))
-        remote = await self.tree.remote(key)
+        remote = await self.remote(key)
         if remote is None:
             raise NotFound(f"no such file in Synapse: {self.url(key)}", url=self.url(key))
         if self.syn.remember(key, remote):
             self.forget_url(key)
-        return remote.info(key)
+        return remote.info(key, versioned=self.version is not None)
 
     async def list_page(self, prefix: str, cursor: str | None = None) -> ListPage:
         """One children page of one folder (depth first; the folders still to
@@ -593,6 +714,8 @@ class SynapseBackend(UrlBackend):
                 folder = await self.tree.folder(base, create=False)
             if folder is None:
                 return ListPage([], None)
+            if self.tree.root_file is not None:
+                return await self._list_root_file(prefix)
             queue = [[folder, f"{base}/" if base else "", None, start]]
         items: list[ObjectInfo] = []
         while queue and not items:
@@ -616,9 +739,9 @@ class SynapseBackend(UrlBackend):
                         what="list children",
                     )
             except NotFound:
-                if folder_id == self.bucket:
+                if folder_id == self.tree.root:
                     raise BucketNotFound(
-                        f"{self.url()} does not exist (no Project or Folder {self.bucket})",
+                        f"{self.url()} does not exist (no Project or Folder {self.tree.root})",
                         url=self.url(),
                         status=404,
                     ) from None
@@ -651,6 +774,18 @@ class SynapseBackend(UrlBackend):
         items.sort(key=lambda i: i.key)
         return ListPage(items, json.dumps({"q": queue}) if queue else None)
 
+    async def _list_root_file(self, prefix: str) -> ListPage:
+        """``syn://syn456`` (a File) lists that file, under its name."""
+        name = str((self.tree.root_file or {}).get("name", ""))
+        if not name.startswith(prefix):
+            return ListPage([], None)
+        async with self.options.requests.slot():
+            remote = await self.remote(name)
+        if remote is None:
+            return ListPage([], None)
+        self.syn.remember(name, remote)
+        return ListPage([remote.info(name, versioned=self.version is not None)], None)
+
     async def _read_file(self, item: tuple[str, str]) -> tuple[str, Remote | None]:
         """``(key, its File entity)`` of a listed ``(entity id, key)``; a request slot each."""
         async with self.options.requests.slot():
@@ -662,7 +797,7 @@ class SynapseBackend(UrlBackend):
         current content has that tag."""
         remote = self.syn.remembered(key)
         if remote is None or (if_match is not None and remote.info(key).etag != if_match):
-            remote = await self.tree.remote(key)
+            remote = await self.remote(key)
             if remote is None:
                 raise NotFound(f"no such file in Synapse: {self.url(key)}", url=self.url(key))
             if self.syn.remember(key, remote):
@@ -708,11 +843,26 @@ class SynapseBackend(UrlBackend):
         return ReadResult(bytes(buf), info)
 
     async def delete(self, key: str) -> None:
-        """Delete the File entity at ``key`` (Synapse keeps it in the trash can)."""
+        """Delete the File entity at ``key`` (Synapse keeps it in the trash
+        can); with a :attr:`version`, that version only (``DELETE
+        /entity/{id}/version/{n}``: Synapse refuses to delete the only one,
+        and its message is the error)."""
         if not key or key.endswith("/"):
             return
         _, entity_id = await self.tree.lookup(key)
         if entity_id is None:
+            return
+        if self.version is not None:
+            await self.rest.call(
+                "DELETE",
+                "repo",
+                f"/entity/{entity_id}/version/{self.version}",
+                url=self.url(key),
+                what=f"delete version {self.version} of {entity_id}",
+                ok=(200, 204),
+            )
+            self.syn.forget(key)
+            self.forget_url(key)
             return
         entity = await self.tree.entity(entity_id, key)
         kind = entity_kind(str(entity.get("concreteType", "")))

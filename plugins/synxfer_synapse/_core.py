@@ -16,11 +16,15 @@ answer                   synxfer error
                          scopes and the entity's sharing settings
 404                      NotFound naming the ``syn://`` URL
 409, 412                 :class:`Conflict` (the caller looks again)
-429, 5xx                 TransientError; ``Retry-After`` is honoured by
-                         waiting it out (at most :data:`MAX_RETRY_AFTER`)
+408, 429, 500, 502,      TransientError; ``Retry-After`` is honoured by
+503, 504, 509            waiting it out (at most :data:`MAX_RETRY_AFTER`)
                          before raising, so the retry layer's next attempt
                          cannot come sooner than the service asked
-other 4xx                BackendError with the service's ``reason``
+other 4xx and 5xx        BackendError with the service's ``reason``: 501 Not
+                         Implemented, 505 and the like say the request
+                         cannot work, and the same request again would not
+                         (botocore retries 500, 502, 503, 504, and 509 as
+                         throttling)
 network trouble          TransientError (the HttpClient's)
 =======================  ===================================================
 """
@@ -39,12 +43,17 @@ from synxfer.backend import HttpClient
 
 from ._options import TOKEN_HINT, SynapseSettings
 
-__all__ = ["MAX_RETRY_AFTER", "Conflict", "SynapseRest", "retry_after_seconds"]
+__all__ = ["MAX_RETRY_AFTER", "TRANSIENT_STATUS", "Conflict", "SynapseRest", "retry_after_seconds"]
 
 #: The longest Retry-After waited out before a throttled call is given back
 #: to the retry layer (a service asking for more is told no by a failure).
 MAX_RETRY_AFTER: Final = 60.0
 _USER_AGENT: Final = "synxfer-synapse"
+#: Answers worth the same request again: a timeout, throttling (429; 509,
+#: which botocore's legacy mode reads as a limit exceeded), and the 5xx its
+#: standard mode retries (500, 502, 503, 504). Any other 5xx (501 Not
+#: Implemented, 505 HTTP Version Not Supported...) would be answered again.
+TRANSIENT_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504, 509})
 
 
 class Conflict(BackendError):
@@ -199,7 +208,7 @@ class SynapseRest:
             raise NotFound(f"not found (HTTP 404 on {what}){detail}", url=url, status=status)
         if status in (409, 412):
             raise Conflict(f"HTTP {status} on {what}{detail}", url=url, status=status)
-        if status in (408, 429) or status >= 500:
+        if status in TRANSIENT_STATUS:
             self.throttled += 1
             wait = retry_after_seconds(response.headers.get("retry-after"))
             exc = TransientError(f"HTTP {status} on {what}{detail}", url=url, status=status)

@@ -90,7 +90,9 @@ class Remote:
     #: The entity's etag as last read (an annotations update must name it).
     etag: str | None = None
 
-    def info(self, key: str) -> ObjectInfo:
+    def info(self, key: str, *, versioned: bool = False) -> ObjectInfo:
+        """The object ``key`` is; ``versioned``: it carries its version number
+        as ``version_id`` (a version view's, as S3's HEAD of a version)."""
         b64 = _md5_b64(self.md5)
         return ObjectInfo(
             key=key,
@@ -100,6 +102,7 @@ class Remote:
             content_type=self.content_type,
             checksums=MappingProxyType({"md5": b64}) if b64 else MappingProxyType({}),
             metadata=MappingProxyType(metadata_of(self.annotations)),
+            version_id=str(self.version) if versioned and self.version is not None else None,
         )
 
 
@@ -134,10 +137,17 @@ class Tree:
     ``url(key)`` names a key in messages (``syn://syn123/key``).
     """
 
-    def __init__(self, rest: SynapseRest, root: str, url: Callable[[str], str]) -> None:
+    def __init__(
+        self, rest: SynapseRest, root: str, url: Callable[[str], str], *, pinned: bool = False
+    ) -> None:
         self.rest = rest
         self.root = root
         self.url = url
+        #: The URL names one version of ``root`` (``syn://syn456.2``): a File.
+        self.pinned = pinned
+        #: The File entity ``root`` is, when it is one (``syn://syn456``), once
+        #: looked at: its one key is its name, and its folder is the root folder.
+        self.root_file: dict[str, Any] | None = None
         self._folders: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         #: Folders whose every child this Tree knows, by name: those it created
@@ -220,16 +230,17 @@ class Tree:
             raise BackendError(f"the service sent no entity for {entity_id}", url=self.url(key))
         return doc
 
-    async def bundle(self, entity_id: str, key: str) -> Remote | None:
-        """The File entity ``entity_id`` with its handle and annotations (one
-        call); None if it is not a file."""
+    async def bundle(self, entity_id: str, key: str, version: int | None = None) -> Remote | None:
+        """The File entity ``entity_id`` (its current version, or ``version``)
+        with its handle and annotations (one call); None if it is not a file."""
+        at = f"/version/{version}" if version is not None else ""
         doc = await self.rest.call(
             "POST",
             "repo",
-            f"/entity/{entity_id}/bundle2",
+            f"/entity/{entity_id}{at}/bundle2",
             body={"includeEntity": True, "includeFileHandles": True, "includeAnnotations": True},
             url=self.url(key),
-            what=f"get {entity_id}",
+            what=f"get {entity_id}" + (f" version {version}" if version is not None else ""),
         )
         entity = doc.get("entity") if isinstance(doc, dict) else None
         if not isinstance(entity, dict):
@@ -320,6 +331,11 @@ class Tree:
             parent = await self.folder(parent_path, create=create)
             if parent is None:
                 return None
+            if self.root_file is not None:
+                # syn://syn456 is a File: nothing is under it.
+                if create:
+                    raise self.under_file(path)
+                return None
             # Known missing (a listing looked, or the parent's children are
             # known): create at once; one made meanwhile is the create's 409.
             known, child = self.known(parent, name)
@@ -335,25 +351,50 @@ class Tree:
             return found
 
     async def _check_root(self) -> str:
-        """The container's id, once it is known to be a Project or Folder
-        (BucketNotFound if it does not exist)."""
+        """The root folder's id: the container's, once it is known to be a
+        Project or Folder, or the folder holding the File ``root`` is
+        (:attr:`root_file`). BucketNotFound if it does not exist; a
+        BackendError saying what it is for any other entity (a Table, a
+        View, a Link...)."""
         try:
             entity = await self.entity(self.root, "")
         except NotFound:
             raise BucketNotFound(
-                f"{self.url('')} does not exist: no Project or Folder {self.root} "
+                f"{self.url('')} does not exist: no Project, Folder or File {self.root} "
                 "(check the id, and that your token may see it)",
                 url=self.url(""),
                 status=404,
             ) from None
         kind = entity_kind(str(entity.get("concreteType", "")))
+        if kind == "file" and entity.get("parentId"):
+            self.root_file = entity
+            return str(entity["parentId"])
+        if self.pinned:
+            raise BackendError(
+                f"{self.url('')}: {self.root} is a {kind} entity; only a File has versions "
+                f"(syn://syn456.2 is version 2 of the File syn456)",
+                url=self.url(""),
+            )
         if kind not in ("folder", "project"):
             raise BackendError(
-                f"{self.url('')}: {self.root} is a {kind} entity, not a Project or Folder; "
-                "name its container and the path under it (syn://syn123/dir/file)",
+                f"{self.url('')}: {self.root} is a {kind} entity "
+                f"({entity.get('concreteType', 'of no known type')}), not a Project, Folder "
+                "or File; syn:// moves files: name a File (syn://syn456), or a Project or "
+                "Folder and the path under it (syn://syn123/dir/file)",
                 url=self.url(""),
             )
         return self.root
+
+    def under_file(self, key: str) -> BackendError:
+        """The error for a key under ``syn://syn456`` that is not the File's own name."""
+        name = (self.root_file or {}).get("name", "")
+        parent = (self.root_file or {}).get("parentId", "syn123")
+        return BackendError(
+            f"{self.url(key)}: {self.root} is the File {name!r}, not a folder; its one key is "
+            f"its name ({self.url(name)}). Write a new version of it to syn://{self.root}; "
+            f"to add other files, name the folder that holds it (syn://{parent}/...)",
+            url=self.url(key),
+        )
 
     async def _child_folder(self, parent: str, name: str, path: str) -> str | None:
         found = await self.child(parent, name, path + "/")
@@ -398,6 +439,9 @@ class Tree:
         parent = await self.folder(parent_path, create=False)
         if parent is None:
             return None, None
+        if self.root_file is not None:
+            # syn://syn456 is a File: its one key is its name.
+            return (parent, self.root) if key == self.root_file.get("name") else (None, None)
         return parent, await self.child(parent, name, key)
 
     async def remote(self, key: str) -> Remote | None:
