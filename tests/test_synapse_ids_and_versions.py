@@ -331,6 +331,39 @@ def test_rm_version_deletes_that_version_and_the_only_one_is_refused(
     assert [v["version_id"] for v in _versions(capsys, url)] == ["2"]
 
 
+def test_rm_all_versions_deletes_the_file(
+    service: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project, file_id, _, _ = _two_versions(service, tmp_path, "rm-all")
+    f = tmp_path / "a.csv"
+    f.write_bytes(b"three\n")
+    _upload(f, f"syn://{project}/d/a.csv")
+
+    async def some() -> Any:
+        backend = SynapseBackend(project, BackendOptions())
+        await backend.open()
+        try:  # some of the versions: those only
+            return await backend.delete_versions([("d/a.csv", "1"), ("d/a.csv", "2")])
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(some()) == {}
+    url = f"syn://{project}/d/a.csv"
+    assert [v["version_id"] for v in _versions(capsys, url)] == ["3"]
+    # Every version: the File goes (to the trash can), in one request, as on
+    # S3 nothing of the key is left; Synapse would refuse its last version.
+    before = service.stats()
+    code, text, err = _cli(capsys, "rm", "--all-versions", url)
+    assert code == 0, err
+    assert "(version 3)" in text
+    calls = _since(service, before)
+    assert calls["DELETE /entity/{id}"] == 1
+    assert "DELETE /entity/{id}/version/{v}" not in calls
+    code, _, err = _cli(capsys, "cat", f"syn://{file_id}")
+    assert code == 1
+    assert "does not exist" in err
+
+
 # -- retries ---------------------------------------------------------------------
 
 

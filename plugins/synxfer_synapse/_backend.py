@@ -636,6 +636,10 @@ class SynapseBackend(UrlBackend):
         remote = self.syn.remembered(info.key)
         if remote is None:
             return []
+        return await self._entity_versions(remote.entity_id, info.key)
+
+    async def _entity_versions(self, entity_id: str, key: str) -> list[ObjectInfo]:
+        """Every version of the File ``entity_id`` (at ``key``), newest first."""
         out: list[ObjectInfo] = []
         offset = 0
         while True:
@@ -643,10 +647,10 @@ class SynapseBackend(UrlBackend):
                 doc = await self.rest.call(
                     "GET",
                     "repo",
-                    f"/entity/{remote.entity_id}/version",
+                    f"/entity/{entity_id}/version",
                     params={"offset": str(offset), "limit": str(_VERSION_PAGE)},
-                    url=self.url(info.key),
-                    what=f"versions of {remote.entity_id}",
+                    url=self.url(key),
+                    what=f"versions of {entity_id}",
                 )
             results = doc.get("results") if isinstance(doc, dict) else None
             results = [r for r in results or [] if isinstance(r, dict)]
@@ -659,7 +663,7 @@ class SynapseBackend(UrlBackend):
                 b64 = _md5_b64(md5)
                 out.append(
                     ObjectInfo(
-                        key=info.key,
+                        key=key,
                         size=int(size) if str(size).isdigit() else 0,
                         mtime=parse_time(r.get("modifiedOn")),
                         etag=md5 if b64 else None,
@@ -674,6 +678,49 @@ class SynapseBackend(UrlBackend):
             offset += len(results)
         out.sort(key=lambda i: -int(i.version_id or 0))
         return out
+
+    async def delete_versions(
+        self, items: Sequence[tuple[str, str]]
+    ) -> Mapping[tuple[str, str], Exception]:
+        """``rm --all-versions``: the versions of each key, one ``DELETE
+        /entity/{id}/version/{n}`` each; when they are all of the File's
+        versions (its list read once), one ``DELETE /entity/{id}`` instead:
+        Synapse keeps a File's last version, and deleting the File is what
+        deleting every version means (it goes to the trash can)."""
+        failed: dict[tuple[str, str], Exception] = {}
+        by_key: dict[str, list[str]] = {}
+        for key, vid in items:
+            by_key.setdefault(key, []).append(vid)
+        for key, vids in by_key.items():
+            try:
+                _, entity_id = await self.tree.lookup(key)
+                if entity_id is None:
+                    continue  # gone already: no failure
+                have = {i.version_id for i in await self._entity_versions(entity_id, key)}
+                if have <= set(vids):
+                    await self.rest.call(
+                        "DELETE",
+                        "repo",
+                        f"/entity/{entity_id}",
+                        url=self.url(key),
+                        what=f"delete {entity_id}",
+                        ok=(200, 204),
+                        missing_ok=True,
+                    )
+                    self.syn.forget(key)
+                    self.forget_url(key)
+                    continue
+            except BackendError as exc:
+                failed.update(dict.fromkeys(((key, v) for v in vids), exc))
+                continue
+            for vid in vids:
+                if vid not in have:
+                    continue  # gone already
+                try:
+                    await self.at_version(vid).delete(key)
+                except (BackendError, ConfigError) as exc:
+                    failed[(key, vid)] = exc
+        return failed
 
     def _check_key(self, key: str) -> None:
         if self.version is not None:
