@@ -78,7 +78,7 @@ def check_version_id(version_id: object, url: str) -> str:
 def no_versions(scheme: str, what: str = OPTION) -> ConfigError:
     """The error for a scheme whose backend keeps no versions."""
     return ConfigError(
-        f"{what}: {scheme}:// has no object versions here (s3:// has); "
+        f"{what}: {scheme}:// has no object versions here (s3:// and syn:// have); "
         "leave the option out to use the current object"
     )
 
