@@ -378,7 +378,7 @@ def _add_version_id(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--version-id",
         metavar="VERSION_ID",
-        help=f"{what} this version of the object (s3; synxfer ls --all-versions lists them)",
+        help=f"{what} this version of the object (s3, syn; synxfer ls --all-versions lists them)",
     )
 
 
@@ -468,7 +468,7 @@ def _ls(ls: Parser) -> None:
     ls.add_argument(
         "--all-versions",
         action="store_true",
-        help="list every version and delete marker, with its version id (s3)",
+        help="list every version and delete marker, with its version id (s3, syn)",
     )
     ls.add_argument("--json", action="store_true", help="print one JSON object per line")
     ls.add_argument("--human-readable", action="store_true", help="show sizes in KiB, MiB, GiB")
