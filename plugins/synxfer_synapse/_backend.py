@@ -2,11 +2,18 @@
 
 ``syn://syn123`` is a Project or Folder (the backend's "bucket");
 ``syn://syn123/a/b.csv`` is the File entity ``b.csv`` in the Folder ``a``
-under it (see :mod:`synxfer_synapse._entities`). The bytes never pass
-through the service: :class:`SynapseVendor` asks it for pre-signed URLs
-and :class:`~synxfer.backend.UrlBackend` (the SDK) moves the bytes, so the
-engine's scheduler, byte budget, retries, verification and journal apply
-as for any store.
+under it (see :mod:`synxfer_synapse._entities`). Synapse users name files by
+id, so ``syn://syn456`` where syn456 is a File is that file, as a one-file
+folder holding it under its name (:meth:`SynapseBackend.sole_key` gives the
+name to a URL with no key; an upload to it is a new version, as
+``synapse store --id``), and ``syn://syn456.2`` is its version 2, read-only
+(synapseclient's spelling; ``--version-id`` is
+:meth:`~SynapseBackend.at_version`).
+
+The bytes never pass through the service: :class:`SynapseVendor` asks it
+for pre-signed URLs and :class:`~synxfer.backend.UrlBackend` (the SDK)
+moves the bytes, so the engine's scheduler, byte budget, retries,
+verification and journal apply as for any store.
 
 How a file goes up (what synapseclient does, step for step):
 
