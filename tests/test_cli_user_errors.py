@@ -69,6 +69,20 @@ CASES: dict[str, Case] = {
     "rclone-remote-style": Case(
         ("cp", "{work}/f.txt", "s3:{bucket}/k"), 2, "write s3://{bucket}/k"
     ),
+    "synapse-id-without-scheme": Case(
+        ("cp", "syn123", "{work}/out/"), 2, "for the Synapse entity write syn://syn123"
+    ),
+    "object-options-on-a-download": Case(
+        ("cp", "s3://{bucket}/k", "{work}/out", "--storage-class", "GLACIER", "--tagging", "a=b"),
+        2,
+        "--storage-class, --tagging set how objects are written to a store; the destination "
+        "'{work}/out' is a local path: leave them out",
+    ),
+    "object-options-on-a-sync-down": Case(
+        ("sync", "s3://{bucket}/p/", "{work}/out", "--metadata", "a=b"),
+        2,
+        "--metadata sets how objects are written to a store",
+    ),
     "windows-drive-is-a-path": Case(
         ("cp", "C:/data/f.txt", "s3://{bucket}/k"), 2, "the local path 'C:/data/f.txt' does not"
     ),
@@ -516,8 +530,20 @@ def test_rb_of_a_bucket_with_objects_says_force(
         (["cp", "a", "s3://b/k", "--dry-run"], "(did you mean --dryrun?)"),
         (["sync", "a", "s3://b/k", "--part-sise", "8M"], "(did you mean --part-size?)"),
         (["cp", "a", "s3://b/k", "--multipart-threshold", "8M"], "from the s3 section of"),
+        (["sync", "a", "s3://b/k", "--recursive"], "(--recursive is for cp, mv, ls and rm; sync"),
+        (["cp", "a", "s3://b/k", "--delete"], "(--delete is sync's: cp and mv never delete"),
     ],
-    ids=["aws-s3", "rclone-copy", "typo-command", "cp-r", "dry-run", "typo-flag", "threshold"],
+    ids=[
+        "aws-s3",
+        "rclone-copy",
+        "typo-command",
+        "cp-r",
+        "dry-run",
+        "typo-flag",
+        "threshold",
+        "sync-recursive",
+        "cp-delete",
+    ],
 )
 def test_an_unknown_command_or_flag_says_what_was_meant(
     argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]

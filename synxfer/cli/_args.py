@@ -164,12 +164,10 @@ class Parser(argparse.ArgumentParser):
             for word in message.removeprefix("unrecognized arguments: ").split():
                 name = word.partition("=")[0]
                 meant = _FLAG_HABITS.get(name) or (_close(name, flags) if name[:1] == "-" else None)
-                if meant and (meant in flags or not meant.startswith("-")):
-                    hints.append(
-                        f"{name}: {meant}"
-                        if not meant.startswith("-")
-                        else f"{name}: did you mean {meant}?"
-                    )
+                if meant and " " in meant:  # a sentence: where the setting lives
+                    hints.append(f"{name}: {meant}")
+                elif meant and meant in flags:
+                    hints.append(f"{name}: did you mean {meant}?")
             if len(hints) == 1:
                 return f" ({hints[0].partition(': ')[2]})"
             return f" ({'; '.join(hints)})" if hints else ""
@@ -215,6 +213,8 @@ _FLAG_HABITS = {
     "--multipart-threshold": "synxfer reads multipart_threshold from the s3 section of "
     "~/.aws/config, as aws-cli does; Python: TransferConfig(multipart_threshold=...)",
     "--multipart-chunksize": "--part-size",
+    "--recursive": "--recursive is for cp, mv, ls and rm; sync always takes the whole tree",
+    "--delete": "--delete is sync's: cp and mv never delete at the destination",
 }
 
 

@@ -123,6 +123,8 @@ def _check_locations(args: argparse.Namespace) -> None:
             f"both {args.src!r} and {args.dst!r} are local paths; one must be a URL "
             "(use file:///path for a local directory served as a bucket)"
         )
+    if dst.is_local:
+        _check_no_write_options(args)
     wildcard = command.wildcards and not args.raw and any(c in args.src for c in "*?[")
     stdin = args.src == "-"  # cp - URL: standard input (cli/_streams.py)
     missing = src.is_local and src.path is not None and not os.path.lexists(src.path)
@@ -139,13 +141,41 @@ def _check_locations(args: argparse.Namespace) -> None:
         _streams.open_special(args)  # a named pipe or device: opened here, Ctrl-C ends its wait
 
 
+def _check_no_write_options(args: argparse.Namespace) -> None:
+    """Object options (--storage-class, --acl, --metadata...) describe what is
+    written to a store: with a local destination nothing would honour them,
+    and an option is never dropped silently."""
+    from .._models import WRITE_OPTION_NAMES
+
+    flags = {"tags": "--tagging"}
+    given = [
+        flags.get(name, "--" + name.replace("_", "-"))
+        for name in WRITE_OPTION_NAMES
+        if getattr(args, name, None) is not None
+    ]
+    if given:
+        them = "it" if len(given) == 1 else "them"
+        raise ConfigError(
+            f"{', '.join(given)} set{'s' if len(given) == 1 else ''} how objects are written "
+            f"to a store; the destination {args.dst!r} is a local path: leave {them} out"
+        )
+
+
 def _check_not_url_like(value: str) -> None:
-    """InvalidURL for a local path that is a URL with its slashes missing
-    (``s3:bucket/key``, as rclone writes a remote) and names no file."""
+    """InvalidURL for a local path that names no file and is a URL with its
+    slashes missing (``s3:bucket/key``, as rclone writes a remote) or a
+    Synapse id without its scheme (``syn123``, as synapseclient takes it)."""
     import re
 
+    if os.path.lexists(value):
+        return
+    if re.fullmatch(r"syn\d+", value, re.IGNORECASE):  # synapseclient's way to name an entity
+        raise InvalidURL(
+            f"{value!r} is neither a URL nor a local path: for the Synapse entity write "
+            f"syn://{value.lower()}"
+        )
     m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]+):(?!/)(.*)$", value, re.DOTALL)
-    if m is None or os.path.lexists(value):
+    if m is None:
         return
     from ..backend import available_schemes
 
