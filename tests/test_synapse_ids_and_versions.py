@@ -171,6 +171,37 @@ def test_an_upload_to_a_file_id_is_a_new_version_of_it(
     assert f"write to syn://{file_id}" in err
 
 
+def test_a_file_id_copies_to_and_from_another_store(
+    service: Any, home: Path, tmp_path: Path, stock_moto: Any
+) -> None:
+    import botocore.session
+
+    _, file_id, _, v2 = _two_versions(service, tmp_path, "cross")
+    endpoint = str(stock_moto.endpoint_url)
+    s3: Any = botocore.session.Session().create_client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    s3.create_bucket(Bucket="ids-cross")
+    s3.put_object(Bucket="ids-cross", Key="in/new.csv", Body=b"from s3\n")
+
+    async def main() -> None:
+        async with Client(_config(), endpoints={"s3": endpoint}) as client:
+            res = await client.copy(f"syn://{file_id}", "s3://ids-cross/out/")
+            assert not res.failures, res.failures
+            # An S3 object copied to a File id is its new version.
+            res = await client.copy("s3://ids-cross/in/new.csv", f"syn://{file_id}")
+            assert not res.failures, res.failures
+            assert await client.get_bytes(f"syn://{file_id}") == b"from s3\n"
+            assert await client.get_bytes(f"syn://{file_id}.2") == v2
+
+    asyncio.run(main())
+    assert s3.get_object(Bucket="ids-cross", Key="out/a.csv")["Body"].read() == v2
+
+
 def test_ids_that_are_no_file_say_what_they_are(
     service: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

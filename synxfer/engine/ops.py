@@ -145,11 +145,14 @@ class TreeOps:
         version_id: str | None = None,
     ) -> CopyJob:
         """One object to another remote location; a key ending in ``/`` gets its name."""
-        if version_id is None and (not s.key or s.key.endswith("/")):
+        if version_id is None and (s.key.endswith("/") or not (s.key or names_objects(s.scheme))):
             raise prefix_error(str(s), verb)
         backends = self.host.backends
         backends.check_endpoints(s, d)
         src, dst = await backends.open(s), await backends.writable(d, write_options)
+        s, d = await sole_object(src, s), await sole_object(dst, d)  # syn://syn456: that File
+        if version_id is None and not s.key:
+            raise prefix_error(str(s), verb)
         if version_id is not None:
             from .._versions import stat_version, version_view
 
