@@ -38,6 +38,11 @@ since absolute times on a shared machine drift::
 ``AWS_CA_BUNDLE`` and ``SSL_CERT_FILE`` name it, so every tool verifies the
 server) and downloads over HTTPS; ``--tls --also-http`` measures both.
 
+On ext4 without a journal (this VM's), creating a file skips every inode
+deleted in the last minutes, so a many-file row's system time grows with the
+runs before it, for every tool: ``--out-dir /dev/shm/ab-out`` (a tmpfs)
+measures the client without it.
+
 Options go before the tools. Drop the page cache first (``sync; echo 3 >
 /proc/sys/vm/drop_caches``) and run nothing else meanwhile.
 """
@@ -202,6 +207,13 @@ def main() -> None:
     )
     parser.add_argument("--tls", action="store_true", help="download over HTTPS")
     parser.add_argument("--also-http", action="store_true", help="with --tls: HTTP rows too")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="where each run writes (default: the work dir's out/); a tmpfs such as "
+        "/dev/shm/ab-out keeps the filesystem's inode allocation out of the figures",
+    )
     args = parser.parse_args()
     tools = [parse_tool(spec) for spec in args.tools]
     by_name = {t.name: t for t in tools}
@@ -229,6 +241,7 @@ def main() -> None:
     target = (
         TlsSeaweed(work, peers_venv=peers) if args.tls else SeaweedTarget(work, peers_venv=peers)
     )
+    out = (args.out_dir or work / "out").absolute()
     target.start()
     try:
         endpoint = target.endpoint_url
@@ -250,13 +263,13 @@ def main() -> None:
                     s5cmd,
                     down,
                     url,
-                    work,
+                    out,
                     expect,
                     f"{plane} {row.name}",
                 )
     finally:
         target.stop()
-        shutil.rmtree(work / "out", ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -268,7 +281,7 @@ def measure(
     s5cmd: Path | None,
     endpoint: str,
     url: str,
-    work: Path,
+    out: Path,
     expect: dict[str, int],
     title: str,
 ) -> None:
@@ -276,8 +289,8 @@ def measure(
     results: dict[str, list[tuple[float, float, float, float]]] = {t.name: [] for t in tools}
     for r in range(rounds):
         for tool in tools[r % len(tools) :] + tools[: r % len(tools)]:
-            cmd = command(tool, s5cmd, endpoint, url, work / "out")
-            results[tool.name].append(run_once(target, tool, cmd, work / "out", expect))
+            cmd = command(tool, s5cmd, endpoint, url, out)
+            results[tool.name].append(run_once(target, tool, cmd, out, expect))
     print(f"== {title}, {rounds} rounds: median wall / user / sys / server CPU s")
     for tool in tools:
         runs = results[tool.name]
