@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import BucketNotFound, ConfigError, NotFound
+from .._exceptions import BucketNotFound, ConfigError, NotFound, UnknownScheme
 from .._models import ObjectInfo, TransferResult, WriteOptions
 from .._url import Location, parse_location
 from ..backend import Backend
@@ -584,7 +584,10 @@ def names_objects(scheme: str) -> bool:
     has :meth:`~synxfer.backend.Backend.sole_key`: ``syn://syn456``)."""
     from ..backend import resolve
 
-    factory = resolve(scheme)
+    try:
+        factory = resolve(scheme)
+    except UnknownScheme:
+        return False  # said when the backend is opened, as before
     return (
         isinstance(factory, type)
         and issubclass(factory, Backend)
