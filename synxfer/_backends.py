@@ -15,8 +15,10 @@ engine never imports.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ._config import TransferConfig, check_capabilities, check_write_options
 from ._customer_key import CustomerKey
@@ -28,6 +30,8 @@ from .engine.core import Engine
 from .layers import LimitLayer, RetryLayer, TimeoutLayer
 
 __all__ = ["Backends", "Layer"]
+
+log = logging.getLogger("synxfer")
 
 #: Wraps a backend and returns a backend (``Client(layers=...)``).
 Layer = Callable[[Backend], Backend]
@@ -61,7 +65,7 @@ class Backends:
         self.layers = tuple(layers)
         _check_shapes(endpoints, backend_options)
         self.endpoints = {k.lower(): v for k, v in (endpoints or {}).items()}
-        self.extra = {k.lower(): dict(v) for k, v in (backend_options or {}).items()}
+        self.extra = {k.lower(): _Given(v) for k, v in (backend_options or {}).items()}
         # Backends get the scheduler's request limiter for the calls they fan
         # out; the LimitLayer of every stack holds the same one for the rest.
         self.options = BackendOptions(
@@ -116,6 +120,7 @@ class Backends:
                     self.engine.on_retry,
                 )
                 await backend.open()
+                _warn_unread(loc.scheme, self.extra.get(loc.scheme))
                 try:
                     # Its limits are known now: refuse values that cannot work.
                     check_capabilities(config, backend.capabilities, backend.url(""))
@@ -209,4 +214,60 @@ def _check_shapes(
         raise ConfigError(
             "Client(backend_options=...) must map schemes to options of strings, like "
             f"{{'s3': {{'addressing_style': 'path'}}}}{where}"
+        )
+
+
+class _Given(dict[str, str]):
+    """The options given for one scheme, noting which its backend looked at,
+    so that one it never looks at (a misspelt name) is reported, not
+    dropped silently. Iterating looks at them all (a backend that copies
+    them is not told any was unread)."""
+
+    def __init__(self, items: Mapping[str, str]) -> None:
+        super().__init__(items)
+        self.looked: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.looked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.looked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.looked.add(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self.looked.update(dict.keys(self))
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.looked.update(dict.keys(self))
+        return super().keys()
+
+    def items(self) -> Any:
+        self.looked.update(dict.keys(self))
+        return super().items()
+
+    def values(self) -> Any:
+        self.looked.update(dict.keys(self))
+        return super().values()
+
+
+def _warn_unread(scheme: str, given: _Given | None) -> None:
+    """Warn of options given for ``scheme`` that its backend never looked at
+    while opening (a warning, not an error: a backend may read one later)."""
+    if given is None:
+        return
+    unread = sorted(set(dict.keys(given)) - given.looked)
+    if unread:
+        looked = ", ".join(sorted(given.looked)) or "none"
+        log.warning(
+            "the %s:// backend has no option %s (Client(backend_options=...)): ignored; "
+            "the options it reads: %s",
+            scheme,
+            ", ".join(repr(name) for name in unread),
+            looked,
         )

@@ -569,3 +569,20 @@ def test_metadata_given_twice_keeps_both(
     assert main(args) == 0, capsys.readouterr().err
     head = _s3(stock_moto.endpoint_url).head_object(Bucket=moto_bucket, Key="meta")
     assert {"a": "1", "b": "2"}.items() <= head["Metadata"].items()
+
+
+def test_a_backend_option_no_backend_reads_is_reported(
+    work: Path, moto_bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--backend-option s3.adressing_style=path`` (misspelt): the run goes on
+    (a backend may read an option late) but says the option was ignored and
+    which ones s3:// reads. Before: nothing; a known option says nothing."""
+    url = f"s3://{moto_bucket}/opt"
+    typo = ["--backend-option", "s3.adressing_style=path"]
+    assert main(["cp", str(work / "f.txt"), url, *typo]) == 0
+    err = capsys.readouterr().err
+    assert "the s3:// backend has no option 'adressing_style' (--backend-option): ignored" in err
+    assert "the options it reads: addressing_style, anonymous," in err
+    known = ["--backend-option", "s3.addressing_style=path", "--no-sign-request"]
+    main(["cp", str(work / "f.txt"), url, *known])
+    assert "has no option" not in capsys.readouterr().err

@@ -68,6 +68,7 @@ _FLAGGED = frozenset(
     {
         "endpoint_url",
         "endpoints",
+        "backend_options",
         "region",
         "profile",
         "part_size",
@@ -90,7 +91,11 @@ _FLAGGED = frozenset(
         "compress_level",
     }
 )
-_FLAG_OF = {"endpoints": "endpoint", "guess_mime_type": "no-guess-mime-type"}
+_FLAG_OF = {
+    "endpoints": "endpoint",
+    "guess_mime_type": "no-guess-mime-type",
+    "backend_options": "backend-option",
+}
 
 
 def cli_words(message: str) -> str:
