@@ -46,6 +46,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -237,6 +238,10 @@ class SynapsePathTarget(SeaweedTarget):
         self.project = ""
         self._metrics_port = 0
         self._projects = 0
+        #: Requests this target made to the running service (its listings), to tell
+        #: whether any client did (see :meth:`remove_prefix`).
+        self._own_requests = 0
+        self._own_lock = threading.Lock()
 
     # -- lifecycle
     def _command(self, ports: list[int]) -> list[str]:
@@ -263,6 +268,8 @@ class SynapsePathTarget(SeaweedTarget):
             tls=self._service_tls(),
         )
         self.service = service
+        with self._own_lock:
+            self._own_requests = 0
         service.start()
         self._projects += 1
         self.project = service.create_project(f"synxfer-bench-{self._projects}")
@@ -344,6 +351,8 @@ class SynapsePathTarget(SeaweedTarget):
     # -- verification and clean-up
     def _rest(self, method: str, path: str, body: object | None = None) -> Any:
         assert self.service is not None
+        with self._own_lock:
+            self._own_requests += 1
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.service.repo + path,
@@ -417,9 +426,27 @@ class SynapsePathTarget(SeaweedTarget):
         found.update(self.synapse_files(prefix))
         return found
 
+    def _only_we_asked(self) -> bool:
+        """True when every request the running service has answered was this target's own.
+
+        Then no client has left state in it (an upload in progress, a cached
+        handle), and a restart would only cost time: a store-only column (aws,
+        s5cmd) never talks to the service, so each of its runs would pay a
+        stop and a start of a Python process for nothing.
+        """
+        service = self.service
+        if service is None or service.pid is None:
+            return False
+        with self._own_lock:
+            own = self._own_requests
+        return sum(service.stats().values()) == own
+
     async def remove_prefix(self, prefix: str) -> None:
-        """The bucket's prefix, then the service: stopped, its objects deleted, started afresh."""
+        """The bucket's prefix, then the service: stopped, its objects deleted, started
+        afresh -- unless no client has talked to it since it started."""
         await super().remove_prefix(prefix)
+        if self._only_we_asked():
+            return
         user = self.service.user_id if self.service is not None else ""
         self._stop_service()
         if user:
