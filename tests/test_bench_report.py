@@ -85,14 +85,17 @@ def test_a_report_never_says_a_goal_is_met_when_no_peer_ran() -> None:
 def test_re_rendering_from_results_json(tmp_path: Path) -> None:
     """A run's report is rebuilt from its JSON alone; hand-written notes survive."""
     out = tmp_path / "out"
-    argv = ["run", "--scenario", "synapse-upload", "--rows", "7", "--scale", "0.00001",
+    # A small-file row (its count kept, its size shrunk) of 25 files, both ways: the
+    # seed's 1000x1MiB row made the same point with 1000 PUTs to moto (10 s).
+    argv = ["run", "--scenario", "synapse-download", "--rows", "1", "--scale", "0.000001",
             "--repeat", "1", "--target", "embedded", "--tools", "synxfer",
             "--work-dir", str(tmp_path / "work"), "--out", str(out), "--no-charts"]  # fmt: skip
     assert bench.main(argv) == 0
     original = (out / "report.md").read_text()
     assert ScenarioReport.load(out / "results.json").markdown() == original
-    label = "1000x1.05KiB (seed: 1000x1MiB, scale 0.00102)"  # count kept, size shrunk
+    label = "25x4.19KiB (seed: 25x40KiB, scale 0.105)"  # count kept, size shrunk
     assert f"| {label} up |" in original
+    assert f"| {label} down |" in original
     data = json.loads((out / "results.json").read_text())
     assert data["rows"][0]["label"] == label
     assert data["results"][0]["label"] == label
