@@ -395,6 +395,26 @@ def test_rm_all_versions_deletes_the_file(
     assert "does not exist" in err
 
 
+def test_one_request_slot_is_enough(service: Any, home: Path, tmp_path: Path) -> None:
+    """With one request in flight (max_threads=1), nothing waits for a slot
+    its own call holds: sole_key, a version listing, rm --all-versions."""
+    project, file_id, _, v2 = _two_versions(service, tmp_path, "one-slot")
+    config = TransferConfig(
+        max_threads=1, retry=RetryPolicy(attempts=2, initial_delay=0.01, max_delay=0.05)
+    )
+
+    async def main() -> None:
+        async with Client(config) as client:
+            assert await client.get_bytes(f"syn://{file_id}") == v2
+            listed = [i async for i in client.ls(f"syn://{file_id}", versions=True)]
+            assert len(listed) == 2
+            res = await client.rm(f"syn://{project}/d/a.csv", all_versions=True)
+            assert not res.failures, res.failures
+
+    # A bound, not a timing assertion: a call waiting for its own slot never ends.
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
 # -- retries ---------------------------------------------------------------------
 
 

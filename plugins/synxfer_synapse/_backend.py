@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import datetime as _dt
 import json
@@ -548,8 +549,9 @@ class SynapseBackend(UrlBackend):
         part_checksum="md5",
         list_parts=False,
         needs_content_md5=True,
-        # Entity reads of a listing page run side by side, a slot each.
-        fan_out=frozenset({"list_page"}),
+        # Entity reads of a listing page (and their version lists) run side
+        # by side, a slot each.
+        fan_out=frozenset({"list_page", "list_versions_page"}),
         # Metadata: the File entity's annotations (see ``_annotations``).
         write_options=frozenset({"content_type", "metadata"}),
     )
@@ -595,8 +597,7 @@ class SynapseBackend(UrlBackend):
     async def sole_key(self) -> str | None:
         """``syn://syn456`` where syn456 is a File names that file: its key is
         its name (``syn://syn456/NAME``), as ``synapse get syn456`` saves it."""
-        async with self.options.requests.slot():
-            await self.tree.folder("", create=False)
+        await self.tree.folder("", create=False)  # the layers hold a slot for the call
         name = self.tree.root_file.get("name") if self.tree.root_file else None
         return str(name) if name else None
 
@@ -645,12 +646,15 @@ class SynapseBackend(UrlBackend):
             return []
         return await self._entity_versions(remote.entity_id, info.key)
 
-    async def _entity_versions(self, entity_id: str, key: str) -> list[ObjectInfo]:
-        """Every version of the File ``entity_id`` (at ``key``), newest first."""
+    async def _entity_versions(
+        self, entity_id: str, key: str, *, slot: bool = True
+    ) -> list[ObjectInfo]:
+        """Every version of the File ``entity_id`` (at ``key``), newest first;
+        a request slot each unless the caller holds one (``slot=False``)."""
         out: list[ObjectInfo] = []
         offset = 0
         while True:
-            async with self.options.requests.slot():
+            async with self.options.requests.slot() if slot else contextlib.nullcontext():
                 doc = await self.rest.call(
                     "GET",
                     "repo",
@@ -703,7 +707,8 @@ class SynapseBackend(UrlBackend):
                 _, entity_id = await self.tree.lookup(key)
                 if entity_id is None:
                     continue  # gone already: no failure
-                have = {i.version_id for i in await self._entity_versions(entity_id, key)}
+                listed = await self._entity_versions(entity_id, key, slot=False)
+                have = {i.version_id for i in listed}
                 if have <= set(vids):
                     await self.rest.call(
                         "DELETE",
