@@ -657,3 +657,30 @@ def test_server_side_resume_sends_only_missing_parts(
     assert second.ok, second.failures
     assert vendor.url_calls == [[3]]
     assert vendor.s3.get_object(Bucket=weed_bucket, Key=key)["Body"].read() == data
+
+
+def test_a_501_is_refused_at_once_not_retried(plain_http_server: tuple[Path, int]) -> None:
+    """A server that does not implement what it was asked (stock http.server
+    answers 501 to a PUT) will answer the same again: a permanent error,
+    which the retry layer does not repeat; a 503 stays worth a retry."""
+    from synxfer import TransientError
+    from synxfer.backend import HttpClient, put_url
+    from synxfer.backend._urls import status_error
+
+    _root, port = plain_http_server
+
+    async def go() -> Any:
+        http = HttpClient()
+        try:
+            url = SignedUrl(f"http://127.0.0.1:{port}/new.bin")
+            return await put_url(http, url, b"data", None, "new.bin")
+        finally:
+            await http.aclose()
+
+    response = asyncio.run(go())
+    assert response.status == 501
+    error = status_error(response, "PUT new.bin", "http://127.0.0.1/new.bin")
+    assert type(error) is BackendError
+    assert "501" in str(error)
+    response.status = 503
+    assert type(status_error(response, "PUT new.bin", "http://127.0.0.1/new.bin")) is TransientError

@@ -21,6 +21,7 @@ from synxfer import (
     PreconditionFailed,
     TransientError,
 )
+from synxfer.backend import TRANSIENT_STATUS
 
 __all__ = ["CREDENTIALS_HINT", "bucket_not_found", "classify", "error_text"]
 
@@ -76,7 +77,6 @@ _TRANSIENT = frozenset(
         "XAmzContentSHA256Mismatch",
     }
 )
-_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 def classify(code: str, status: int | None) -> type[BackendError]:
@@ -101,7 +101,7 @@ def classify(code: str, status: int | None) -> type[BackendError]:
         return PermissionDenied
     if status == 412:
         return PreconditionFailed
-    if status in _TRANSIENT_STATUS or (status is not None and status >= 500):
+    if status in TRANSIENT_STATUS:
         return TransientError
     return BackendError
 

@@ -39,21 +39,16 @@ from typing import Any, Final
 from urllib.parse import urlencode, urlsplit
 
 from synxfer import BackendError, NoCredentials, NotFound, PermissionDenied, TransientError
-from synxfer.backend import HttpClient
+from synxfer.backend import TRANSIENT_STATUS, HttpClient
 
 from ._options import TOKEN_HINT, SynapseSettings
 
-__all__ = ["MAX_RETRY_AFTER", "TRANSIENT_STATUS", "Conflict", "SynapseRest", "retry_after_seconds"]
+__all__ = ["MAX_RETRY_AFTER", "Conflict", "SynapseRest", "retry_after_seconds"]
 
 #: The longest Retry-After waited out before a throttled call is given back
 #: to the retry layer (a service asking for more is told no by a failure).
 MAX_RETRY_AFTER: Final = 60.0
 _USER_AGENT: Final = "synxfer-synapse"
-#: Answers worth the same request again: a timeout, throttling (429; 509,
-#: which botocore's legacy mode reads as a limit exceeded), and the 5xx its
-#: standard mode retries (500, 502, 503, 504). Any other 5xx (501 Not
-#: Implemented, 505 HTTP Version Not Supported...) would be answered again.
-TRANSIENT_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504, 509})
 
 
 class Conflict(BackendError):

@@ -68,7 +68,7 @@ from ._base import (
     Payload,
 )
 from ._crc32c import crc32c, crc32c_available
-from ._http import Body, BodyTooLarge, HttpClient, parse_http_date
+from ._http import TRANSIENT_STATUS, Body, BodyTooLarge, HttpClient, parse_http_date
 from ._options import option_bool, option_float, option_int
 from ._protocol import HttpResponse
 from ._registry import available_schemes, open_backend, register, resolve
@@ -94,6 +94,7 @@ __all__ = [
     "CANNED_ACLS",
     "CUSTOMER_KEY_ALGORITHMS",
     "SSE_ALGORITHMS",
+    "TRANSIENT_STATUS",
     "UNLIMITED",
     "WRITE_OPTION_NAMES",
     "Backend",

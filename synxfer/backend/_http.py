@@ -416,6 +416,14 @@ class HttpClient:
         await conn.wait_answer(timeout)
 
 
+#: Answers worth the same request again: a timeout, throttling (429; 509,
+#: which botocore's legacy mode reads as a limit exceeded) and the 5xx
+#: botocore's standard mode retries (500, 502, 503, 504). Any other 5xx --
+#: 501 Not Implemented (a feature an S3-compatible server lacks), 505 --
+#: would be answered again: failing at once says so without the backoff.
+TRANSIENT_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504, 509})
+
+
 _MONTHS: Final = {
     m: i
     for i, m in enumerate(

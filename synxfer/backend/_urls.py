@@ -99,7 +99,7 @@ from .._exceptions import (
 from .._models import CompletedPart, MultipartUpload, ObjectInfo, WriteOptions
 from ._aio import to_thread_holding
 from ._base import Backend, BackendOptions, Capabilities, Checksum, Payload
-from ._http import BodyTooLarge, HttpClient, parse_http_date
+from ._http import TRANSIENT_STATUS, BodyTooLarge, HttpClient, parse_http_date
 from ._protocol import HttpResponse
 
 __all__ = [
@@ -360,7 +360,7 @@ def status_error(response: HttpResponse, what: str, url: str) -> BackendError:
         return PermissionDenied(message, url=url, status=status)
     if status in (412, 416):
         return PreconditionFailed(message, url=url, status=status)
-    if status in (408, 429) or status >= 500 or code in ("BadDigest", "RequestTimeout"):
+    if status in TRANSIENT_STATUS or code in ("BadDigest", "RequestTimeout"):
         return TransientError(message, url=url, status=status)
     return BackendError(message, url=url, status=status)
 
