@@ -408,16 +408,22 @@ async def test_an_early_answer_stops_the_upload_and_is_returned(
         await client.aclose()
 
 
-@NATIVE
+@pytest.mark.parametrize("native", ["auto", "released", "off"])
 @pytest.mark.parametrize("idle", ["quiet", "stray", "close"])
 async def test_a_pooled_connection_is_reused_only_if_nothing_arrived_while_idle(
-    tls_files: tuple[Path, Path], native: str, idle: str
+    tls_files: tuple[Path, Path], native: str, idle: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before a request the pool asks an idle connection whether anything
     arrived on it (with the native path, without giving up the GIL): stray
     bytes (an unsolicited 408) or an end of stream mean a new connection, so
     the stray answer is never taken for the next request's; a quiet one is
-    reused."""
+    reused. ``released``: the native path without its GIL-holding calls
+    (not found), whose checks give the GIL up as before."""
+    if native == "released":
+        loaded = await asyncio.to_thread(_tlsfast.load)
+        if loaded is None:
+            pytest.skip("no native TLS helper here")
+        monkeypatch.setattr(loaded, "_held", None)
     pooled, after_first = asyncio.Event(), asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -439,13 +445,15 @@ async def test_a_pooled_connection_is_reused_only_if_nothing_arrived_while_idle(
                 return
 
     async with tls_server(serve, tls_files) as srv:
-        client = HttpClient(ca_bundle=str(tls_files[0]), tls_native=native)
+        choice = "off" if native == "off" else "auto"
+        client = HttpClient(ca_bundle=str(tls_files[0]), tls_native=choice)
         first = await _get(client, srv["port"])
         assert (first.status, bytes(first.body)) == (200, b"ok0")
         pooled.set()
         await after_first.wait()
         await asyncio.sleep(0.1)  # loopback: the bytes are in the client's socket by now
         (conn,) = [c for p in client._pools.values() for c in p.idle]
+        assert (conn.native is not None) == (native != "off")
         assert (conn.native is not None and conn.native.can_check_idle) == (native == "auto")
         assert conn.alive() == (idle == "quiet")
         second = await _get(client, srv["port"])

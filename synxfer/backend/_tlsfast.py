@@ -72,16 +72,21 @@ class Native:
         # The same functions called with the GIL held (``held``: a ctypes.PyDLL
         # handle): each is a microsecond, where giving the GIL up and taking
         # it back from the other threads is a hand-over (futex calls, a wait).
+        # Where one of them cannot be found, the checks give the GIL up as before.
         self._held: tuple[Any, Any, Any] | None = None
         if held is not None:
-            held_pending, held_has_pending = held.SSL_pending, held.SSL_has_pending
-            for fn in (held_pending, held_has_pending):
-                fn.argtypes = [_P]
-                fn.restype = ctypes.c_int
-            poll = ctypes.PyDLL(None).poll
-            poll.argtypes = [_P, ctypes.c_ulong, ctypes.c_int]
-            poll.restype = ctypes.c_int
-            self._held = held_pending, held_has_pending, poll
+            try:
+                held_pending, held_has_pending = held.SSL_pending, held.SSL_has_pending
+                poll = ctypes.PyDLL(None).poll
+            except (OSError, AttributeError):
+                pass
+            else:
+                for fn in (held_pending, held_has_pending):
+                    fn.argtypes = [_P]
+                    fn.restype = ctypes.c_int
+                poll.argtypes = [_P, ctypes.c_ulong, ctypes.c_int]
+                poll.restype = ctypes.c_int
+                self._held = held_pending, held_has_pending, poll
         self._pollfd = _pollfd_type()
         self._set_read_ahead = libssl.SSL_set_read_ahead
         self._set_read_ahead.argtypes = [_P, ctypes.c_int]
@@ -242,7 +247,10 @@ def _make() -> Native | None:
     if version() != ssl.OPENSSL_VERSION_NUMBER:
         return None
     fill = _compiled()
-    held = ctypes.PyDLL(path, mode=mode | os.RTLD_NOW)
+    try:
+        held: ctypes.PyDLL | None = ctypes.PyDLL(path, mode=mode | os.RTLD_NOW)
+    except OSError:
+        held = None
     return Native(libssl, fill.synxfer_tls_fill if fill is not None else None, held)
 
 
