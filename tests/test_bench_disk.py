@@ -162,7 +162,7 @@ def test_seaweedfs_gives_back_deleted_bytes(tmp_path: Path) -> None:
 
 
 def _run(work: Path, out: Path, extra: Sequence[str] = ()) -> int:
-    argv = ["run", "--scenario", "speed", "--rows", "3x1KiB,1x64KiB", "--tools", "synxfer",
+    argv = ["run", "--scenario", "speed", "--rows", "3x1KiB", "--tools", "synxfer",
             "--repeat", "1", "--work-dir", str(work), "--out", str(out), "--no-charts",
             *extra]  # fmt: skip
     return bench.main(argv)
