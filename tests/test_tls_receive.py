@@ -461,3 +461,33 @@ async def test_a_pooled_connection_is_reused_only_if_nothing_arrived_while_idle(
         assert bytes(second.body) == (b"ok1" if idle == "quiet" else b"ok0")
         assert srv["connections"] == (1 if idle == "quiet" else 2)
         await client.aclose()
+
+
+async def test_what_the_exchange_thread_raises_reaches_the_request(
+    tls_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread wakes the waiting request itself (no ``wrap_future``):
+    an error it did not expect is the request's, and the connection is not
+    reused; the next request works on a new one."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_head(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    run = TlsConnection._run
+
+    def broken(self: TlsConnection, *args: Any) -> None:
+        raise RuntimeError("the thread broke")
+
+    async with tls_server(answer, tls_files) as srv:
+        client = HttpClient(ca_bundle=str(tls_files[0]))
+        monkeypatch.setattr(TlsConnection, "_run", broken)
+        with pytest.raises(RuntimeError, match="the thread broke"):
+            await asyncio.wait_for(_get(client, srv["port"]), 10)
+        monkeypatch.setattr(TlsConnection, "_run", run)
+        again = await _get(client, srv["port"])
+        assert (again.status, bytes(again.body)) == (200, b"ok")
+        assert srv["connections"] == 2
+        await client.aclose()

@@ -207,16 +207,38 @@ class TlsConnection(Connection):
         self.sent = True
         with self._lock:
             self._busy = True
+        waiter = self.loop.create_future()
         try:
-            fut = self._fut = self._threads.submit(self._run, head, pieces, stall, step)
+            fut = self._fut = self._threads.submit(self._work, waiter, head, pieces, stall, step)
         except BaseException:
             self._release()
             raise
         try:
-            await asyncio.wrap_future(fut)
-        finally:
-            if fut.cancelled():  # cancelled before a thread took it: it never runs
+            await waiter
+        except asyncio.CancelledError:
+            if fut.cancel():  # not taken by a thread yet: it never runs
                 self._release()
+            raise
+
+    def _work(
+        self,
+        waiter: asyncio.Future[None],
+        head: bytes,
+        pieces: tuple[memoryview, ...],
+        stall: float,
+        step: int,
+    ) -> None:
+        """The thread's job: :meth:`_run`, then wake the loop's ``waiter``
+        with one ``call_soon_threadsafe`` (no ``wrap_future``: a concurrent
+        future's callbacks, locks and state copy per request, on the loop and
+        here). :meth:`settle` still waits for the thread's own future."""
+        error: BaseException | None = None
+        try:
+            self._run(head, pieces, stall, step)
+        except BaseException as exc:  # handed to the request that waits
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self.loop.call_soon_threadsafe(_wake, waiter, error)
 
     def _release(self) -> None:
         """The socket is the loop's again; closed now if it was aborted meanwhile."""
@@ -409,6 +431,16 @@ class TlsConnection(Connection):
                 pass
         if cancelled:
             raise asyncio.CancelledError
+
+
+def _wake(waiter: asyncio.Future[None], error: BaseException | None) -> None:
+    """On the loop: an exchange's thread is done (``error``: what it raised)."""
+    if waiter.done():  # the request was cancelled meanwhile
+        return
+    if error is None:
+        waiter.set_result(None)
+    else:
+        waiter.set_exception(error)
 
 
 def _readable(sock: ssl.SSLSocket) -> bool:
