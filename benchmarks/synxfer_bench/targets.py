@@ -695,25 +695,26 @@ def _weed_version(weed: Path) -> str:
 
 #: ``weed mini`` logs one line per component as it stops (``  Filer   stopped   1.2s``).
 _WEED_STOPPED = re.compile(r"^\s*(\w+)\s+stopped\b", re.MULTILINE)
-#: The components that take writes and hold the metadata; they stop first.
-_WEED_FRONT = frozenset({"S3", "Filer"})
+#: The component every write of ours comes through; it stops first.
+_WEED_FRONT = frozenset({"S3"})
 
 
 def _stop_weed(
     proc: subprocess.Popen[bytes], log: Path, timeout: float = 15.0, grace: float = 3.0
 ) -> None:
     """SIGTERM ``weed mini``'s process group; SIGKILL it ``grace`` s after its S3
-    gateway and filer have said they stopped, or after ``timeout`` s in all.
+    gateway has said it stopped, or after ``timeout`` s in all.
 
     Why not wait for the whole graceful stop: after traffic, weed mini's
-    volume server now and then waits out a 30 s shutdown deadline (on a
-    stream nothing will close) instead of about one second, which made a
-    stop -- each run's, each test module's -- cost 15 s (the old plain
-    timeout) instead of 2.5. Once S3 and the filer are down no write can
-    arrive, the filer's store is closed, and the volume's needles are in its
-    files already (written through, not held in the process), so the kill
-    loses nothing, kept data (``--keep``) included. A weed whose log says
-    nothing of the kind gets the plain timeout.
+    volume server (or, serving TLS, its filer) now and then waits out a long
+    shutdown deadline on a connection nothing will close, 10 to 30 s instead
+    of about one, which made a stop -- each run's, each test module's -- cost
+    15 s (the old plain timeout) instead of 2.5. Once the S3 gateway is down
+    no write can arrive; the filer's store (leveldb, journaled) and the
+    volumes' needles (written through, not held in the process) already hold
+    every write, so the kill loses nothing, kept data (``--keep``) included;
+    the grace is more than a normal stop takes after S3's (about 2.2 s). A
+    weed whose log says nothing of the kind gets the plain timeout.
     """
     start = log.stat().st_size if log.exists() else 0
     with contextlib.suppress(ProcessLookupError, PermissionError):
