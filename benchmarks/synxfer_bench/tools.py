@@ -234,6 +234,14 @@ class SynxferTool(Tool):
             if spec is not None and spec.submodule_search_locations:
                 dirs.extend(spec.submodule_search_locations)
         ok = all(compileall.compile_dir(d, quiet=2) for d in dirs)
+        # The C helpers (decisions 0046, 0051) are built on first use; built
+        # here (into ~/.cache/synxfer by default, where a timed run with its
+        # own XDG_CACHE_HOME looks too), no timed run compiles them.
+        from synxfer.backend import _tlsfast
+        from synxfer.engine import _os
+
+        _tlsfast.load()
+        _os._pwrite_all()
         return None if ok else "synxfer: some modules could not be byte-compiled"
 
     def unsupported(self, op: Op, target: Target) -> str | None:
