@@ -136,7 +136,7 @@ def test_writes_to_one_file_take_turns_and_their_checksums_do_not(
     assert path.read_bytes() == b"".join(parts)
 
 
-# -- the chunked writes in one C call (decision 0051) --------------------------------------
+# -- the chunked writes in one C call (decision 0052) --------------------------------------
 
 _STRACED = """
 import os, sys

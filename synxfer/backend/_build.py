@@ -1,6 +1,6 @@
 """Small C helpers built with the system's C compiler on first use, cached.
 
-Why (decisions 0046 and 0051): a loop that must run without the GIL (a
+Why (decisions 0046 and 0052): a loop that must run without the GIL (a
 TLS body, a file's chunked writes) is one C call instead of one GIL
 hand-over per step; the package stays pure Python, so the source ships
 and is compiled where a compiler is (a process without one keeps the

@@ -88,7 +88,7 @@ def pwrite_from(fd: int, view: memoryview, offset: int) -> int:
 def chunked_pwrite(fd: int, view: memoryview, offset: int, chunk: int) -> bool:
     """Write all of ``view`` (bytes) at ``offset`` of ``fd`` in positional
     writes of at most ``chunk`` bytes, in ONE call that gives the GIL up once
-    (``_pwrite.c``, built on first use; decision 0051); whether it ran.
+    (``_pwrite.c``, built on first use; decision 0052); whether it ran.
 
     False (nothing written) where it cannot: no ``os.pwrite``, no C
     compiler, a read-only buffer; the caller's Python loop then writes.

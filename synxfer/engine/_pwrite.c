@@ -1,5 +1,5 @@
 /* A buffer written at an offset in chunks of at most `chunk` bytes, in one
- * C call (synxfer/engine/_os.py: chunked_pwrite; decision 0051).
+ * C call (synxfer/engine/_os.py: chunked_pwrite; decision 0052).
  *
  * Why: the page cache of the VMs this was measured on must be written in
  * small pieces (32 KiB; decision 0012), and each os.pwrite from Python gives
