@@ -499,7 +499,9 @@ class SeaweedTarget(_S3ServerTarget):
             proc, self._proc = self._proc, None
             self.server_pid = None
             if proc is not None:
-                _stop_weed(proc, self.root / "logs" / "stdout.log")
+                # Data about to be removed needs no orderly stop of its volumes.
+                grace = 3.0 if self.keep_data else 0.0
+                _stop_weed(proc, self.root / "logs" / "stdout.log", grace=grace)
             # Its gRPC sockets go to /tmp whatever TMPDIR says: remove ours (by our ports).
             for port in self._ports:
                 for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
@@ -713,8 +715,10 @@ def _stop_weed(
     no write can arrive; the filer's store (leveldb, journaled) and the
     volumes' needles (written through, not held in the process) already hold
     every write, so the kill loses nothing, kept data (``--keep``) included;
-    the grace is more than a normal stop takes after S3's (about 2.2 s). A
-    weed whose log says nothing of the kind gets the plain timeout.
+    the grace is more than a normal stop takes after S3's (about 2.2 s), and
+    none is needed when the data directory is removed next (the glog files
+    hold nothing more after an orderly stop). A weed whose log says nothing
+    of the kind gets the plain timeout.
     """
     start = log.stat().st_size if log.exists() else 0
     with contextlib.suppress(ProcessLookupError, PermissionError):
