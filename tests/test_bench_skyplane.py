@@ -60,7 +60,7 @@ _CORPUS = {
 
 
 def test_the_text_corpus_keeps_its_bytes() -> None:
-    """The batched generator (decision 0055) makes the bytes the word-by-word one made:
+    """The batched generator (decision 0053) makes the bytes the word-by-word one made:
     a corpus on disk or behind a published figure stays the one meant; zlib still
     takes it to about a third, like prose."""
     import hashlib
