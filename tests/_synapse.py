@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-__all__ = ["point_home", "service_fixtures", "serving", "write_config"]
+__all__ = [
+    "point_home",
+    "requests_since",
+    "service_fixtures",
+    "serving",
+    "synapseclient_for",
+    "write_config",
+]
 
 
 @contextlib.contextmanager
@@ -105,3 +112,24 @@ def service_fixtures(bucket: str, token: str) -> tuple[Any, Any]:
         return point_home(tmp_path / "home", service, monkeypatch, env_token=token)
 
     return service, home
+
+
+def requests_since(service: Any, before: dict[str, int]) -> dict[str, int]:
+    """The service's requests by route since ``before`` (an earlier
+    ``service.stats()``), only the routes that moved."""
+    now = service.stats()
+    return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] != before.get(k, 0)}
+
+
+def synapseclient_for(home: Path) -> Any:
+    """synapseclient 4.14, logged in through ``home``'s ~/.synapseConfig
+    (endpoints + token, what synxfer reads too); skip where not installed."""
+    synapseclient = pytest.importorskip("synapseclient")
+    syn = synapseclient.Synapse(
+        configPath=str(home / ".synapseConfig"),
+        skip_checks=True,
+        silent=True,
+        cache_root_dir=str(home / "cache"),
+    )
+    syn.login(silent=True)
+    return syn

@@ -23,7 +23,7 @@ from synxfer import Client, RetryPolicy, TransferConfig, WriteOptions
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 
-from ._synapse import service_fixtures
+from ._synapse import requests_since, service_fixtures, synapseclient_for
 
 TOKEN = "syn-pat-annotations-5d1e"
 BUCKET = "synapse-annotations"
@@ -35,11 +35,6 @@ service, home = service_fixtures(BUCKET, TOKEN)
 
 def _config() -> TransferConfig:
     return TransferConfig(retry=RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05))
-
-
-def _since(service: Any, before: dict[str, int]) -> dict[str, int]:
-    now = service.stats()
-    return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] != before.get(k, 0)}
 
 
 async def _rest(project: str, method: str, path: str, body: Any = None) -> Any:
@@ -78,18 +73,6 @@ async def _upload(
     return await client.upload_file(path, url, write_options=options)
 
 
-def _synapseclient(home: Path) -> Any:
-    synapseclient = pytest.importorskip("synapseclient")
-    syn = synapseclient.Synapse(
-        configPath=str(home / ".synapseConfig"),
-        skip_checks=True,
-        silent=True,
-        cache_root_dir=str(home / "cache"),
-    )
-    syn.login(silent=True)
-    return syn
-
-
 def test_metadata_becomes_annotations_in_the_call_that_creates_the_entity(
     service: Any, home: Path, tmp_path: Path
 ) -> None:
@@ -103,7 +86,7 @@ def test_metadata_becomes_annotations_in_the_call_that_creates_the_entity(
             before = service.stats()
             res = await _upload(client, f, f"syn://{project}/d/a.csv", metadata)
             assert not res.failures, res.failures
-            calls = _since(service, before)
+            calls = requests_since(service, before)
         # The entity and its annotations in one call: no create, no PUT after.
         assert calls["POST /entity/bundle2/create"] == 1
         assert calls["POST /entity"] == 1  # the folder d, not the file
@@ -121,7 +104,7 @@ def test_metadata_becomes_annotations_in_the_call_that_creates_the_entity(
     # The real synapseclient reads them, typed.
     from synapseclient.models import File  # type: ignore[import-untyped]
 
-    syn = _synapseclient(home)
+    syn = synapseclient_for(home)
     seen = File(id=entity_id, download_file=False).get(synapse_client=syn).annotations
     assert seen["species"] == ["human"]
     assert seen["tissue.type"] == ["liver"]
@@ -137,7 +120,7 @@ def test_listing_and_stat_show_annotations_synapseclient_wrote_without_extra_req
     from synxfer.cli import main as cli
 
     project = service.create_project("listing")
-    syn = _synapseclient(home)
+    syn = synapseclient_for(home)
     annotated = {
         "one.txt": {"study": "x1"},
         "many.txt": {"tags": ["a", "b"], "n": 3, "ratio": 0.5, "ok": True},
@@ -157,7 +140,7 @@ def test_listing_and_stat_show_annotations_synapseclient_wrote_without_extra_req
                 if not isinstance(i, str)
             }
             # One bundle per file, as before: the annotations come in it.
-            assert _since(service, before) == {
+            assert requests_since(service, before) == {
                 "GET /entity/{id}": 1,
                 "POST /entity/children": 1,
                 "POST /entity/{id}/bundle2": 3,
@@ -204,7 +187,7 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
             f.write_bytes(b"two\n")
             before = service.stats()
             assert not (await _upload(client, f, url, {"k2": "new"})).failures
-            calls = _since(service, before)
+            calls = requests_since(service, before)
             assert calls["PUT /entity/{id}/bundle2"] == 1
             assert "PUT /entity/{id}" not in calls
             assert not [c for c in calls if "annotations2" in c]
@@ -222,7 +205,7 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
 
             before = service.stats()
             assert not (await _upload(client, f, url, {"k3": "x"})).failures
-            calls = _since(service, before)
+            calls = requests_since(service, before)
             assert calls["PUT /entity/{id}/annotations2"] == 1
             assert "POST /file/multipart" not in calls  # no byte sent, no version
             versions = await _rest(project, "GET", f"/entity/{entity_id}/version")
@@ -231,7 +214,7 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
 
             before = service.stats()
             assert not (await _upload(client, f, url, {"k3": "x"})).failures
-            assert "PUT /entity/{id}/annotations2" not in _since(service, before)
+            assert "PUT /entity/{id}/annotations2" not in requests_since(service, before)
 
     asyncio.run(main())
 
@@ -293,7 +276,7 @@ def test_a_key_synapse_refuses_fails_the_file_before_anything_is_sent(
                 assert named in failure.error
                 assert f"syn://{project}/a.txt" in failure.error
                 assert TOKEN not in failure.error
-                calls = _since(service, before)
+                calls = requests_since(service, before)
                 assert not [c for c in calls if "multipart" in c or "entity" in c], calls
 
     asyncio.run(main())

@@ -20,7 +20,7 @@ from synxfer.backend import BackendOptions
 from synxfer.cli import main as cli
 from synxfer_synapse import SynapseBackend
 
-from ._synapse import service_fixtures
+from ._synapse import requests_since, service_fixtures, synapseclient_for
 
 TOKEN = "syn-pat-versions-7c2a"
 BUCKET = "synapse-versions"
@@ -30,11 +30,6 @@ service, home = service_fixtures(BUCKET, TOKEN)
 
 def _config() -> TransferConfig:
     return TransferConfig(retry=RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05))
-
-
-def _since(service: Any, before: dict[str, int]) -> dict[str, int]:
-    now = service.stats()
-    return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] != before.get(k, 0)}
 
 
 async def _rest(method: str, path: str, body: Any = None, **kw: Any) -> Any:
@@ -92,18 +87,6 @@ def _two_versions(service: Any, tmp_path: Path, name: str) -> tuple[str, str, by
     f.write_bytes(v2)
     _upload(f, f"syn://{project}/d/a.csv")
     return project, asyncio.run(_entity_id(project, "d/a.csv")), v1, v2
-
-
-def _synapseclient(home: Path) -> Any:
-    synapseclient = pytest.importorskip("synapseclient")
-    syn = synapseclient.Synapse(
-        configPath=str(home / ".synapseConfig"),
-        skip_checks=True,
-        silent=True,
-        cache_root_dir=str(home / "cache"),
-    )
-    syn.login(silent=True)
-    return syn
 
 
 # -- a File id as the URL ------------------------------------------------------
@@ -241,7 +224,7 @@ def test_versions_stored_by_synapseclient_are_listed_and_read_by_synxfer(
     service: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     synapseclient = pytest.importorskip("synapseclient")
-    syn = _synapseclient(home)
+    syn = synapseclient_for(home)
     project = service.create_project("interop")
     v1, v2 = b"first version\n" * 50, b"second\n" * 30
     f = tmp_path / "data.csv"
@@ -303,7 +286,7 @@ def test_a_version_download_is_that_versions_handle_verified_by_its_md5(
             )
             assert res.not_verified == 0
             assert not res.failures
-            return _since(service, before)
+            return requests_since(service, before)
 
     calls = asyncio.run(main())
     assert (tmp_path / "v1").read_bytes() == v1
@@ -334,7 +317,7 @@ def test_version_listing_pages_and_version_ids_are_numbers(
     before = service.stats()
     got = _versions(capsys, f"syn://{file_id}")
     assert [v["version_id"] for v in got] == ["3", "2", "1"]
-    assert _since(service, before)["GET /entity/{id}/version"] == 2
+    assert requests_since(service, before)["GET /entity/{id}/version"] == 2
     code, _, err = _cli(capsys, "cat", "--version-id", "v1", f"syn://{project}/d/a.csv")
     assert code == 2
     assert "a Synapse version is a number" in err
@@ -351,7 +334,7 @@ def test_rm_version_deletes_that_version_and_the_only_one_is_refused(
     before = service.stats()
     code, _, err = _cli(capsys, "rm", "--version-id", "1", url)
     assert code == 0, err
-    assert _since(service, before)["DELETE /entity/{id}/version/{v}"] == 1
+    assert requests_since(service, before)["DELETE /entity/{id}/version/{v}"] == 1
     assert [v["version_id"] for v in _versions(capsys, url)] == ["2"]
     code, text, _ = _cli(capsys, "cat", url)
     assert text.encode() == v2
@@ -387,7 +370,7 @@ def test_rm_all_versions_deletes_the_file(
     code, text, err = _cli(capsys, "rm", "--all-versions", url)
     assert code == 0, err
     assert "(version 3)" in text
-    calls = _since(service, before)
+    calls = requests_since(service, before)
     assert calls["DELETE /entity/{id}"] == 1
     assert "DELETE /entity/{id}/version/{v}" not in calls
     code, _, err = _cli(capsys, "cat", f"syn://{file_id}")
@@ -425,7 +408,7 @@ def test_501_and_505_are_not_retried_503_is(service: Any, home: Path, tmp_path: 
         asyncio.run(_rest("GET", "/no/such/route"))
     assert not isinstance(caught.value, TransientError)
     assert caught.value.status == 501
-    assert _since(service, before) == {"501": 1}
+    assert requests_since(service, before) == {"501": 1}
     _project, file_id, _, v2 = _two_versions(service, tmp_path, "retries")
 
     async def cat(status: int) -> bytes | BaseException:
@@ -442,10 +425,10 @@ def test_501_and_505_are_not_retried_503_is(service: Any, home: Path, tmp_path: 
         assert isinstance(got, BackendError), got
         assert not isinstance(got, TransientError), got
         assert f"HTTP {status}" in str(got)
-        assert _since(service, before) == {str(status): 1}  # one request: no retry
+        assert requests_since(service, before) == {str(status): 1}  # one request: no retry
     before = service.stats()
     assert asyncio.run(cat(503)) == v2  # retried, then read
-    assert _since(service, before)["503"] == 1
+    assert requests_since(service, before)["503"] == 1
 
 
 # -- the service versions as Synapse does ------------------------------------------

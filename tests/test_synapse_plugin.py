@@ -42,7 +42,7 @@ from synxfer_synapse import SynapseBackend, load_settings
 from synxfer_synapse._core import SynapseRest
 from synxfer_synapse._options import PRODUCTION_ENDPOINTS
 
-from ._synapse import point_home, service_fixtures, serving, write_config
+from ._synapse import point_home, service_fixtures, serving, synapseclient_for, write_config
 
 TOKEN = "syn-pat-SECRET-7f3a9c"  # distinctive: grepped for in every output
 BUCKET = "synapse-store"
@@ -713,19 +713,6 @@ def test_an_answer_that_echoes_the_token_does_not_carry_it_into_the_error() -> N
 # -- the real synapseclient, both ways -------------------------------------------------
 
 
-def _synapseclient(home: Path) -> Any:
-    """synapseclient 4.14, configured by the same ~/.synapseConfig (endpoints + token)."""
-    synapseclient = pytest.importorskip("synapseclient")
-    syn = synapseclient.Synapse(
-        configPath=str(home / ".synapseConfig"),
-        skip_checks=True,
-        silent=True,
-        cache_root_dir=str(home / "cache"),
-    )
-    syn.login(silent=True)
-    return syn
-
-
 def test_a_tree_stored_by_synapseclient_is_synced_down_byte_exact(
     service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big_bytes: bytes
 ) -> None:
@@ -733,7 +720,7 @@ def test_a_tree_stored_by_synapseclient_is_synced_down_byte_exact(
     from synapseclient.models import File
 
     home = point_home(tmp_path / "home", service, monkeypatch, config_token=TOKEN)
-    syn = _synapseclient(home)
+    syn = synapseclient_for(home)
     project = service.create_project("from-synapseclient")
     src = tmp_path / "src"
     files = _tree(src, big_bytes)
@@ -779,7 +766,7 @@ def test_a_tree_synced_up_by_synxfer_is_read_by_synapseclient(
             assert not res.failures, res.failures
 
     _run(main())
-    syn = _synapseclient(home)
+    syn = synapseclient_for(home)
     dst = tmp_path / "dst"
     got = synapseutils.syncFromSynapse(syn, project, path=str(dst))
     assert len(got) == len(files)

@@ -21,7 +21,7 @@ from synxfer import Client, MiB, RetryPolicy, TransferConfig
 from synxfer.backend import BackendOptions
 from synxfer_synapse import SynapseBackend
 
-from ._synapse import service_fixtures
+from ._synapse import requests_since, service_fixtures
 
 BUCKET = "synapse-requests"
 
@@ -33,11 +33,6 @@ def _config(**changes: Any) -> TransferConfig:
     return TransferConfig(
         retry=RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05), **changes
     )
-
-
-def _since(service: Any, before: dict[str, int]) -> dict[str, int]:
-    now = service.stats()
-    return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] != before.get(k, 0)}
 
 
 def _src(tmp_path: Path, sizes: dict[str, int]) -> Path:
@@ -60,7 +55,7 @@ async def _sync(
         assert not res.failures, res.failures
         if sent is not None:
             assert res.files_transferred == sent
-        return _since(service, before)
+        return requests_since(service, before)
 
 
 N = 6
