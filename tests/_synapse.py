@@ -19,8 +19,11 @@ from typing import Any
 import pytest
 
 __all__ = [
+    "entity_id_of",
+    "moto_s3",
     "point_home",
     "requests_since",
+    "rest_call",
     "service_fixtures",
     "serving",
     "synapseclient_for",
@@ -33,18 +36,10 @@ def serving(stock_moto: Any, bucket: str, **options: Any) -> Iterator[Any]:
     """A ``SynapseService`` keeping its bytes in ``bucket`` of stock moto
     (made if missing: a module may start a second service on it), with
     ``options`` (``token=``...) passed through; stopped on exit."""
-    import botocore.session
-
     from synxfer_servers.synapse import SynapseService
 
     endpoint = str(stock_moto.endpoint_url)
-    s3: Any = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    s3 = moto_s3(stock_moto)
     with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
         s3.create_bucket(Bucket=bucket)
     with SynapseService(
@@ -133,3 +128,48 @@ def synapseclient_for(home: Path) -> Any:
     )
     syn.login(silent=True)
     return syn
+
+
+def moto_s3(stock_moto: Any) -> Any:
+    """A botocore S3 client of stock moto, its keys named (boto's default
+    session keeps the first credentials it sees in a process)."""
+    import botocore.session
+
+    return botocore.session.Session().create_client(
+        "s3",
+        endpoint_url=str(stock_moto.endpoint_url),
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+async def rest_call(project: str, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+    """One call to the service as the plugin makes it (its token, its errors),
+    through a ``SynapseBackend`` on ``syn://project``."""
+    from synxfer.backend import BackendOptions
+    from synxfer_synapse import SynapseBackend
+
+    backend = SynapseBackend(project, BackendOptions())
+    await backend.open()
+    try:
+        return await backend.rest.call(
+            method, "repo", path, body=body, url=backend.url(""), what="test", **kw
+        )
+    finally:
+        await backend.aclose()
+
+
+async def entity_id_of(project: str, key: str) -> str:
+    """The id of the entity at ``key`` under ``syn://project`` (it must exist)."""
+    from synxfer.backend import BackendOptions
+    from synxfer_synapse import SynapseBackend
+
+    backend = SynapseBackend(project, BackendOptions())
+    await backend.open()
+    try:
+        _, entity_id = await backend.tree.lookup(key)
+        assert entity_id is not None
+        return entity_id
+    finally:
+        await backend.aclose()

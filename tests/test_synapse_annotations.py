@@ -20,10 +20,15 @@ from typing import Any
 import pytest
 
 from synxfer import Client, RetryPolicy, TransferConfig, WriteOptions
-from synxfer.backend import BackendOptions
-from synxfer_synapse import SynapseBackend
 
-from ._synapse import requests_since, service_fixtures, synapseclient_for
+from ._synapse import (
+    entity_id_of,
+    moto_s3,
+    requests_since,
+    rest_call,
+    service_fixtures,
+    synapseclient_for,
+)
 
 TOKEN = "syn-pat-annotations-5d1e"
 BUCKET = "synapse-annotations"
@@ -37,32 +42,9 @@ def _config() -> TransferConfig:
     return TransferConfig(retry=RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05))
 
 
-async def _rest(project: str, method: str, path: str, body: Any = None) -> Any:
-    """One call to the service as the plugin makes it (the token, the errors)."""
-    backend = SynapseBackend(project, BackendOptions())
-    await backend.open()
-    try:
-        return await backend.rest.call(
-            method, "repo", path, body=body, url=backend.url(""), what="test"
-        )
-    finally:
-        await backend.aclose()
-
-
-async def _entity_id(project: str, key: str) -> str:
-    backend = SynapseBackend(project, BackendOptions())
-    await backend.open()
-    try:
-        _, entity_id = await backend.tree.lookup(key)
-        assert entity_id is not None
-        return entity_id
-    finally:
-        await backend.aclose()
-
-
 async def _annotations(project: str, entity_id: str, version: int | None = None) -> Any:
     where = f"/version/{version}" if version else ""
-    doc = await _rest(project, "GET", f"/entity/{entity_id}{where}/annotations2")
+    doc = await rest_call(project, "GET", f"/entity/{entity_id}{where}/annotations2")
     return doc["annotations"]
 
 
@@ -91,7 +73,7 @@ def test_metadata_becomes_annotations_in_the_call_that_creates_the_entity(
         assert calls["POST /entity/bundle2/create"] == 1
         assert calls["POST /entity"] == 1  # the folder d, not the file
         assert not [c for c in calls if "annotations2" in c]
-        return await _entity_id(project, "d/a.csv")
+        return await entity_id_of(project, "d/a.csv")
 
     entity_id = asyncio.run(main())
     got = asyncio.run(_annotations(project, entity_id))
@@ -182,7 +164,7 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
         async with Client(_config()) as client:
             f.write_bytes(b"one\n")
             assert not (await _upload(client, f, url, {"k1": "v1", "k2": "v2"})).failures
-            entity_id = await _entity_id(project, "a.txt")
+            entity_id = await entity_id_of(project, "a.txt")
 
             f.write_bytes(b"two\n")
             before = service.stats()
@@ -199,7 +181,7 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
 
             f.write_bytes(b"three\n")
             assert not (await _upload(client, f, url)).failures
-            versions = await _rest(project, "GET", f"/entity/{entity_id}/version")
+            versions = await rest_call(project, "GET", f"/entity/{entity_id}/version")
             assert len(versions["results"]) == 3
             assert set(await _annotations(project, entity_id)) == {"k1", "k2"}
 
@@ -208,7 +190,7 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
             calls = requests_since(service, before)
             assert calls["PUT /entity/{id}/annotations2"] == 1
             assert "POST /file/multipart" not in calls  # no byte sent, no version
-            versions = await _rest(project, "GET", f"/entity/{entity_id}/version")
+            versions = await rest_call(project, "GET", f"/entity/{entity_id}/version")
             assert len(versions["results"]) == 3
             assert set(await _annotations(project, entity_id)) == {"k1", "k2", "k3"}
 
@@ -222,17 +204,10 @@ def test_a_new_version_merges_annotations_and_same_bytes_only_update_them(
 def test_annotations_travel_to_s3_metadata_and_back_with_their_types(
     service: Any, home: Path, tmp_path: Path, stock_moto: Any
 ) -> None:
-    import botocore.session
 
     project = service.create_project("carried")
     endpoint = str(stock_moto.endpoint_url)
-    s3: Any = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    s3: Any = moto_s3(stock_moto)
     s3.create_bucket(Bucket="annotations-carried")
     f = tmp_path / "a.txt"
     f.write_bytes(b"carried\n")
@@ -247,7 +222,7 @@ def test_annotations_travel_to_s3_metadata_and_back_with_their_types(
             assert {k: head["Metadata"][k] for k in metadata} == metadata
             res = await client.copy("s3://annotations-carried/a.txt", f"syn://{project}/b.txt")
             assert not res.failures, res.failures
-            back = await _entity_id(project, "b.txt")
+            back = await entity_id_of(project, "b.txt")
             assert await _annotations(project, back) == {
                 "species": {"type": "STRING", "value": ["human"]},
                 "age": {"type": "LONG", "value": ["42"]},
@@ -296,8 +271,8 @@ def test_the_service_refuses_a_bad_annotation_and_creates_nothing(
     async def main() -> None:
         async with Client(_config()) as client:
             assert not (await _upload(client, f, f"syn://{project}/a.txt")).failures
-        entity_id = await _entity_id(project, "a.txt")
-        handle = (await _rest(project, "GET", f"/entity/{entity_id}"))["dataFileHandleId"]
+        entity_id = await entity_id_of(project, "a.txt")
+        handle = (await rest_call(project, "GET", f"/entity/{entity_id}"))["dataFileHandleId"]
         bad = {"bad-key": {"type": "STRING", "value": ["v"]}}
         body = {
             "entity": {
@@ -309,9 +284,9 @@ def test_the_service_refuses_a_bad_annotation_and_creates_nothing(
             "annotations": {"annotations": bad},
         }
         with pytest.raises(BackendError, match="Invalid annotation name: 'bad-key'"):
-            await _rest(project, "POST", "/entity/bundle2/create", body)
+            await rest_call(project, "POST", "/entity/bundle2/create", body)
         with pytest.raises(NotFound):
-            await _rest(
+            await rest_call(
                 project, "POST", "/entity/child", {"parentId": project, "entityName": "b.txt"}
             )
 

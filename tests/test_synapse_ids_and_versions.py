@@ -20,7 +20,14 @@ from synxfer.backend import BackendOptions
 from synxfer.cli import main as cli
 from synxfer_synapse import SynapseBackend
 
-from ._synapse import requests_since, service_fixtures, synapseclient_for
+from ._synapse import (
+    entity_id_of,
+    moto_s3,
+    requests_since,
+    rest_call,
+    service_fixtures,
+    synapseclient_for,
+)
 
 TOKEN = "syn-pat-versions-7c2a"
 BUCKET = "synapse-versions"
@@ -30,29 +37,6 @@ service, home = service_fixtures(BUCKET, TOKEN)
 
 def _config() -> TransferConfig:
     return TransferConfig(retry=RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05))
-
-
-async def _rest(method: str, path: str, body: Any = None, **kw: Any) -> Any:
-    """One call to the service as the plugin makes it (token, errors)."""
-    backend = SynapseBackend("syn1", BackendOptions())
-    await backend.open()
-    try:
-        return await backend.rest.call(
-            method, "repo", path, body=body, url=backend.url(""), what="test", **kw
-        )
-    finally:
-        await backend.aclose()
-
-
-async def _entity_id(project: str, key: str) -> str:
-    backend = SynapseBackend(project, BackendOptions())
-    await backend.open()
-    try:
-        _, entity_id = await backend.tree.lookup(key)
-        assert entity_id is not None
-        return entity_id
-    finally:
-        await backend.aclose()
 
 
 def _upload(path: Path, url: str) -> None:
@@ -86,7 +70,7 @@ def _two_versions(service: Any, tmp_path: Path, name: str) -> tuple[str, str, by
     _upload(f, f"syn://{project}/d/a.csv")
     f.write_bytes(v2)
     _upload(f, f"syn://{project}/d/a.csv")
-    return project, asyncio.run(_entity_id(project, "d/a.csv")), v1, v2
+    return project, asyncio.run(entity_id_of(project, "d/a.csv")), v1, v2
 
 
 # -- a File id as the URL ------------------------------------------------------
@@ -157,17 +141,10 @@ def test_an_upload_to_a_file_id_is_a_new_version_of_it(
 def test_a_file_id_copies_to_and_from_another_store(
     service: Any, home: Path, tmp_path: Path, stock_moto: Any
 ) -> None:
-    import botocore.session
 
     _, file_id, _, v2 = _two_versions(service, tmp_path, "cross")
     endpoint = str(stock_moto.endpoint_url)
-    s3: Any = botocore.session.Session().create_client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    s3: Any = moto_s3(stock_moto)
     s3.create_bucket(Bucket="ids-cross")
     s3.put_object(Bucket="ids-cross", Key="in/new.csv", Body=b"from s3\n")
 
@@ -189,9 +166,10 @@ def test_ids_that_are_no_file_say_what_they_are(
     service: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project, file_id, _, _ = _two_versions(service, tmp_path, "not-files")
-    folder = asyncio.run(_entity_id(project, "d"))
+    folder = asyncio.run(entity_id_of(project, "d"))
     link = asyncio.run(
-        _rest(
+        rest_call(
+            "syn1",
             "POST",
             "/entity",
             {
@@ -405,7 +383,7 @@ def test_501_and_505_are_not_retried_503_is(service: Any, home: Path, tmp_path: 
     # A route the service does not implement answers 501: a permanent error.
     before = service.stats()
     with pytest.raises(BackendError) as caught:
-        asyncio.run(_rest("GET", "/no/such/route"))
+        asyncio.run(rest_call("syn1", "GET", "/no/such/route"))
     assert not isinstance(caught.value, TransientError)
     assert caught.value.status == 501
     assert requests_since(service, before) == {"501": 1}
@@ -444,15 +422,15 @@ def test_the_service_makes_a_version_for_another_md5_only(
     other.write_bytes(b"other bytes\n")
     for key, path in (("x1.csv", same), ("x2.csv", same), ("x3.csv", other)):
         _upload(path, f"syn://{project}/{key}")
-    ids = [asyncio.run(_entity_id(project, k)) for k in ("x1.csv", "x2.csv", "x3.csv")]
-    x1, x2, x3 = (asyncio.run(_rest("GET", f"/entity/{i}")) for i in ids)
+    ids = [asyncio.run(entity_id_of(project, k)) for k in ("x1.csv", "x2.csv", "x3.csv")]
+    x1, x2, x3 = (asyncio.run(rest_call("syn1", "GET", f"/entity/{i}")) for i in ids)
     assert x1["dataFileHandleId"] != x2["dataFileHandleId"]
     # Another handle of the same MD5, no newVersion: the version is updated in place.
     x1["dataFileHandleId"] = x2["dataFileHandleId"]
-    got = asyncio.run(_rest("PUT", f"/entity/{ids[0]}", x1))
+    got = asyncio.run(rest_call("syn1", "PUT", f"/entity/{ids[0]}", x1))
     assert (got["versionNumber"], got["dataFileHandleId"]) == (1, x2["dataFileHandleId"])
     # Another MD5: a new version by itself, its label the number (PLFM-1744).
     got["dataFileHandleId"] = x3["dataFileHandleId"]
     got["versionLabel"] = "kept?"
-    got = asyncio.run(_rest("PUT", f"/entity/{ids[0]}", got))
+    got = asyncio.run(rest_call("syn1", "PUT", f"/entity/{ids[0]}", got))
     assert (got["versionNumber"], got["versionLabel"]) == (2, "2")
